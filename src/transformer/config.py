@@ -1,0 +1,145 @@
+"""Model configuration: one frozen dataclass, validated on construction, with the paper's presets.
+
+``base`` and ``big`` are the rows of Table 3 of "Attention Is All You Need"; ``tiny`` and ``small``
+are CPU-sized shapes for tests and laptop training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+ACTIVATIONS = ("relu", "gelu")
+POSITIONAL = ("sinusoidal", "learned")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape and options of an encoder-decoder (or encoder-only) Transformer.
+
+    Every deviation from the paper is a flag whose default is the paper's choice: post-LN
+    (``norm_first=False``), ReLU, sinusoidal positions, separate embeddings, no dropout on attention
+    weights or inside the feed-forward network (the paper applies dropout to each sub-layer output
+    and to the embedding sums only).
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 512
+    num_heads: int = 8
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    max_len: int = 256
+    pad_id: int = 0
+    norm_first: bool = False
+    activation: str = "relu"
+    positional: str = "sinusoidal"
+    share_embeddings: bool = False
+    tie_embeddings: bool = False
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        def positive(name: str) -> None:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
+            positive(name)
+        if self.num_encoder_layers < 1:
+            raise ValueError(f"num_encoder_layers must be at least 1, got {self.num_encoder_layers}")
+        if self.num_decoder_layers < 0:
+            raise ValueError(f"num_decoder_layers must be >= 0, got {self.num_decoder_layers}")
+        if self.d_model % self.num_heads != 0:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
+            )
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            p = getattr(self, name)
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {p}")
+        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(
+                f"pad_id={self.pad_id} is outside the vocabularies "
+                f"(src {self.src_vocab_size}, tgt {self.tgt_vocab_size})"
+            )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.positional not in POSITIONAL:
+            raise ValueError(f"positional must be one of {POSITIONAL}, got {self.positional!r}")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                "share_embeddings needs one vocabulary: "
+                f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}"
+            )
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        """A copy with ``changes`` applied (and validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        """Build from a dict such as ``config.json``'s ``model`` section; unknown keys are an error."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown ModelConfig fields: {', '.join(unknown)}")
+        return cls(**data)
+
+    # Presets. ``vocab_size`` sets both sides at once; any field can be overridden.
+    @classmethod
+    def _preset(cls, shape: dict[str, Any], vocab_size: int | None, overrides: dict[str, Any]):
+        if vocab_size is not None:
+            overrides.setdefault("src_vocab_size", vocab_size)
+            overrides.setdefault("tgt_vocab_size", vocab_size)
+        return cls(**{**shape, **overrides})
+
+    @classmethod
+    def tiny(cls, vocab_size: int | None = None, **overrides: Any) -> ModelConfig:
+        """A few thousand parameters per layer: for tests and toy tasks."""
+        shape = dict(d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=64,
+                     dropout=0.1, max_len=128)
+        return cls._preset(shape, vocab_size, overrides)
+
+    @classmethod
+    def small(cls, vocab_size: int | None = None, **overrides: Any) -> ModelConfig:
+        """A CPU-sized translator (about 10M parameters with an 8k vocabulary)."""
+        shape = dict(d_model=256, num_heads=4, num_encoder_layers=3, num_decoder_layers=3,
+                     d_ff=1024, dropout=0.1, max_len=256)
+        return cls._preset(shape, vocab_size, overrides)
+
+    @classmethod
+    def base(cls, vocab_size: int | None = None, **overrides: Any) -> ModelConfig:
+        """Table 3, "base": N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1."""
+        shape = dict(d_model=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6,
+                     d_ff=2048, dropout=0.1)
+        return cls._preset(shape, vocab_size, overrides)
+
+    @classmethod
+    def big(cls, vocab_size: int | None = None, **overrides: Any) -> ModelConfig:
+        """Table 3, "big": N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3."""
+        shape = dict(d_model=1024, num_heads=16, num_encoder_layers=6, num_decoder_layers=6,
+                     d_ff=4096, dropout=0.3)
+        return cls._preset(shape, vocab_size, overrides)
+
+    @classmethod
+    def preset(cls, name: str, vocab_size: int | None = None, **overrides: Any) -> ModelConfig:
+        """A preset by name: ``tiny``, ``small``, ``base`` or ``big``."""
+        builders = {"tiny": cls.tiny, "small": cls.small, "base": cls.base, "big": cls.big}
+        if name not in builders:
+            raise ValueError(f"unknown preset {name!r}; choose from {', '.join(builders)}")
+        return builders[name](vocab_size, **overrides)

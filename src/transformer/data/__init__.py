@@ -1,0 +1,1 @@
+"""Text on disk to padded id tensors: tokenizer, corpora, batching, the built-in task."""

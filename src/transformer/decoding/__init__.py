@@ -1,0 +1,1 @@
+"""Greedy and beam search decoding with the key/value cache."""

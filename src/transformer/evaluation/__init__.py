@@ -1,0 +1,1 @@
+"""Scoring: sacreBLEU for translation, classification metrics."""

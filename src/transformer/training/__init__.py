@@ -1,0 +1,1 @@
+"""Losses, schedules, the Trainer, checkpoints and distributed training."""

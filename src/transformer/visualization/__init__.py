@@ -1,0 +1,1 @@
+"""Pictures: attention maps, positional encodings, training curves."""
