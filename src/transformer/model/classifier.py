@@ -15,7 +15,12 @@ from transformer.config import ModelConfig
 from transformer.model.embedding import TokenEmbedding
 from transformer.model.masks import padding_mask
 from transformer.model.outputs import Attention, TransformerOutput
-from transformer.model.transformer import build_embeddings, build_encoder, count_parameters, init_linear_
+from transformer.model.transformer import (
+    build_embeddings,
+    build_encoder,
+    count_parameters,
+    init_linear_,
+)
 
 POOLING = ("mean", "cls")
 

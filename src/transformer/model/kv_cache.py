@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
 from torch import Tensor
 
 
@@ -91,9 +90,15 @@ class DecoderCache:
         """Target positions decoded so far (the offset of the next position)."""
         return self.self_attention[0].length if self.self_attention else 0
 
-    def reorder(self, index: Tensor) -> None:
-        """Select batch rows ``index`` (B',) in every layer (beam search)."""
-        for cache in (*self.self_attention, *self.cross_attention):
+    def reorder(self, index: Tensor, *, cross: bool = True) -> None:
+        """Select batch rows ``index`` (B',) in every layer (beam search).
+
+        ``cross=False`` leaves the cross-attention caches alone: right when ``index`` only permutes
+        rows that hold the same source (the beams of one sentence), since their cross-attention
+        keys and values are equal; that saves copying them at every beam search step.
+        """
+        caches = (*self.self_attention, *self.cross_attention) if cross else self.self_attention
+        for cache in caches:
             cache.reorder(index)
 
     def reset(self) -> None:

@@ -1,0 +1,63 @@
+"""Scaled dot-product attention against PyTorch's reference, and its two paths against each other."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer.model import attention, padding_mask, subsequent_mask
+
+
+def random_qkv(b=2, h=3, lq=5, lk=7, dh=8):
+    return torch.randn(b, h, lq, dh), torch.randn(b, h, lk, dh), torch.randn(b, h, lk, dh)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_equals_torch_sdpa_without_mask(need_weights):
+    q, k, v = random_qkv()
+    out, _ = attention(q, k, v, need_weights=need_weights)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_equals_torch_sdpa_with_padding_and_causal_mask(need_weights):
+    q, k, v = random_qkv(lq=6, lk=6)
+    tokens = torch.tensor([[5, 6, 7, 8, 9, 4], [5, 6, 7, 0, 0, 0]])
+    mask = padding_mask(tokens, 0) & subsequent_mask(6)  # (B, 1, 6, 6)
+    out, _ = attention(q, k, v, mask, need_weights=need_weights)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
+
+
+def test_weights_are_a_softmax_over_allowed_keys():
+    q, k, v = random_qkv()
+    mask = torch.tensor([True, True, True, False, True, False, False])  # (Lk,)
+    out, weights = attention(q, k, v, mask, need_weights=True)
+    assert weights.shape == (2, 3, 5, 7)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
+    assert torch.all(weights[..., ~mask] == 0)
+    # equation (1) spelled out: softmax(Q K^T / sqrt(d_k)) V over the allowed keys
+    scores = (q @ k.transpose(-2, -1))[..., mask] / 8**0.5
+    torch.testing.assert_close(out, scores.softmax(-1) @ v[..., mask, :])
+
+
+def test_fully_masked_query_gives_zeros_not_nan_on_both_paths():
+    q, k, v = random_qkv(b=1)
+    mask = torch.zeros(1, 1, 1, 7, dtype=torch.bool)
+    fast, _ = attention(q, k, v, mask)
+    slow, weights = attention(q, k, v, mask, need_weights=True)
+    for t in (fast, slow, weights):
+        assert not torch.isnan(t).any()
+    assert torch.all(slow == 0) and torch.all(fast == 0)
+
+
+def test_float_masks_are_refused():
+    q, k, v = random_qkv()
+    with pytest.raises(ValueError, match="boolean"):
+        attention(q, k, v, torch.zeros(5, 7))
+
+
+def test_subsequent_mask_with_offset():
+    mask = subsequent_mask(2, offset=3)
+    assert mask.tolist() == [[True, True, True, True, False], [True, True, True, True, True]]
