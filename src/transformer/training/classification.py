@@ -1,0 +1,317 @@
+"""Training an encoder-only classifier through the shared :class:`~transformer.training.trainer.Trainer`:
+texts to token ids (with a length limit), token-budget batches, the loss, and the
+:class:`ClassificationTask` that evaluates on validation data and tunes multi-label thresholds.
+
+Shapes: B examples in a batch, S longest input, C labels, N examples.
+
+Single-label models are trained with softmax cross-entropy on the gold label; multi-label models
+with BCEWithLogits, one independent sigmoid per label. Either loss is summed over the examples of a
+batch and the Trainer divides by the number of examples of the whole update.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer.data.batching import TokenBatchSampler
+from transformer.evaluation.classification import (
+    classification_report,
+    decide,
+    to_indicator,
+    tune_thresholds,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClassificationBatch:
+    """Padded token ids and their labels: class indices (B,) long for a single-label model, an
+    indicator matrix (B, C) float for a multi-label one."""
+
+    tokens: Tensor  # (B, S) long
+    labels: Tensor  # (B,) long or (B, C) float
+    num_tokens: int  # non-pad tokens in ``tokens``
+
+    def __len__(self) -> int:
+        return self.tokens.size(0)
+
+    def to(self, device: torch.device | str) -> ClassificationBatch:
+        return ClassificationBatch(
+            self.tokens.to(device, non_blocking=True),
+            self.labels.to(device, non_blocking=True),
+            self.num_tokens,
+        )
+
+
+@dataclass
+class EncodedTexts:
+    """Token ids of texts cut to at most ``max_tokens``; how many were cut and how many are empty."""
+
+    ids: list[list[int]]
+    max_tokens: int
+    num_truncated: int = 0
+    num_empty: int = 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def encode_texts(texts: Sequence[str], tokenizer: Any, *, max_tokens: int, name: str = "texts") -> EncodedTexts:
+    """Tokenize ``texts`` and keep the first ``max_tokens`` ids of each.
+
+    Long texts are truncated (never dropped) and empty texts (no tokens) are kept as empty rows,
+    so the result lines up with ``texts``; both counts are logged under ``name``.
+    """
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    ids = tokenizer.encode_batch(list(texts))
+    truncated = sum(len(row) > max_tokens for row in ids)
+    empty = sum(not row for row in ids)
+    ids = [row[:max_tokens] for row in ids]
+    if truncated:
+        log.warning("%s: truncated %d of %d texts to %d tokens", name, truncated, len(ids), max_tokens)
+    if empty:
+        log.warning("%s: %d of %d texts are empty", name, empty, len(ids))
+    return EncodedTexts(ids, max_tokens=max_tokens, num_truncated=truncated, num_empty=empty)
+
+
+def pad_tokens(rows: Sequence[Sequence[int]], *, pad_id: int) -> Tensor:
+    """Right-pad id lists into (B, S) long with S >= 1 (an empty row is all padding)."""
+    width = max([len(r) for r in rows] + [1])
+    out = np.full((len(rows), width), pad_id, dtype=np.int64)  # (B, S)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return torch.from_numpy(out)
+
+
+def collate_examples(
+    ids: Sequence[Sequence[int]],
+    labels: Sequence[Sequence[int]],
+    *,
+    num_labels: int,
+    multi_label: bool,
+    pad_id: int,
+) -> ClassificationBatch:
+    """Token id lists and their label index lists -> a :class:`ClassificationBatch`.
+
+    Single-label: each label list must hold exactly one index. Multi-label: any number.
+    """
+    tokens = pad_tokens(ids, pad_id=pad_id)  # (B, S)
+    if multi_label:
+        target = torch.from_numpy(to_indicator(labels, num_labels=num_labels).astype(np.float32))  # (B, C)
+    else:
+        if any(len(row) != 1 for row in labels):
+            raise ValueError("a single-label batch needs exactly one label per example")
+        target = torch.tensor([row[0] for row in labels], dtype=torch.long)  # (B,)
+    return ClassificationBatch(tokens, target, sum(len(r) for r in ids))
+
+
+class _Collated(Sequence[ClassificationBatch]):
+    """A list of index lists, collated on access (so an epoch's tensors are built one at a time)."""
+
+    def __init__(self, batches: list[list[int]], collate: Callable[[list[int]], ClassificationBatch]) -> None:
+        self._batches = batches
+        self._collate = collate
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self._collate(b) for b in self._batches[index]]
+        return self._collate(self._batches[index])
+
+
+class ClassificationEpochs:
+    """The Trainer's training data: per epoch, token-budget batches of similar length.
+
+    A batch of n examples whose longest has w tokens (plus one position for a CLS vector) costs
+    ``n * w`` <= ``batch_tokens``; at most ``max_sentences`` examples per batch when given.
+    """
+
+    def __init__(
+        self,
+        ids: Sequence[Sequence[int]],
+        labels: Sequence[Sequence[int]],
+        *,
+        num_labels: int,
+        multi_label: bool,
+        pad_id: int,
+        batch_tokens: int,
+        max_sentences: int | None = None,
+        extra_positions: int = 0,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        if len(ids) != len(labels):
+            raise ValueError(f"{len(ids)} texts but {len(labels)} label lists")
+        self.ids = [list(r) for r in ids]
+        self.labels = [list(r) for r in labels]
+        self.num_labels = num_labels
+        self.multi_label = multi_label
+        self.pad_id = pad_id
+        widths = [max(len(r), 1) + extra_positions for r in self.ids]
+        self.sampler = TokenBatchSampler(
+            widths, max_tokens=batch_tokens, max_sentences=max_sentences, shuffle=True, seed=seed,
+            rank=rank, world_size=world_size,
+        )
+
+    def _collate(self, indices: list[int]) -> ClassificationBatch:
+        return collate_examples(
+            [self.ids[i] for i in indices], [self.labels[i] for i in indices],
+            num_labels=self.num_labels, multi_label=self.multi_label, pad_id=self.pad_id,
+        )
+
+    def for_epoch(self, epoch: int) -> Sequence[ClassificationBatch]:
+        self.sampler.set_epoch(epoch)
+        return _Collated(list(self.sampler), self._collate)
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        return len(self.sampler)
+
+
+def classification_loss(
+    logits: Tensor,
+    labels: Tensor,
+    *,
+    multi_label: bool,
+    label_smoothing: float = 0.0,
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """The loss of ``logits`` (B, C) summed over the batch (the Trainer divides by examples).
+
+    Single-label: cross-entropy against class indices ``labels`` (B,), optionally label-smoothed.
+    Multi-label: BCEWithLogits against the indicator ``labels`` (B, C), summed over labels too,
+    with ``pos_weight`` (C,) scaling each label's positive term. Computed in float32.
+    """
+    logits = logits.float()
+    if multi_label:
+        return F.binary_cross_entropy_with_logits(
+            logits, labels.float(), pos_weight=pos_weight, reduction="sum"
+        )
+    return F.cross_entropy(logits, labels, label_smoothing=label_smoothing, reduction="sum")
+
+
+def probabilities(logits: Tensor, *, multi_label: bool) -> Tensor:
+    """Logits (N, C) -> per-label sigmoid (multi-label) or softmax over labels (single-label)."""
+    return torch.sigmoid(logits.float()) if multi_label else torch.softmax(logits.float(), dim=-1)
+
+
+@torch.inference_mode()
+def predict_logits(
+    model: nn.Module, ids: Sequence[Sequence[int]], *, batch_tokens: int = 16384, max_sentences: int = 512
+) -> Tensor:
+    """Logits (N, C) float32 on the CPU for token id lists, in input order.
+
+    Inputs are run in batches of similar length (at most ``batch_tokens`` padded positions and
+    ``max_sentences`` rows) in eval mode; the model's training mode is restored afterwards.
+    """
+    device = next(model.parameters()).device
+    pad_id = model.config.pad_id
+    out = torch.zeros(len(ids), model.num_labels)  # (N, C)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    was_training = model.training
+    model.eval()
+    try:
+        start = 0
+        while start < len(order):
+            longest = max(len(ids[order[min(start + max_sentences, len(order)) - 1]]), 1)
+            size = max(1, min(max_sentences, batch_tokens // longest))
+            chunk = order[start : start + size]
+            tokens = pad_tokens([ids[i] for i in chunk], pad_id=pad_id).to(device)  # (B, S)
+            out[chunk] = model(tokens).float().cpu()  # (B, C)
+            start += size
+    finally:
+        model.train(was_training)
+    return out
+
+
+class ClassificationTask:
+    """The :class:`~transformer.training.task.Task` of a classifier.
+
+    ``valid_ids``/``valid_labels`` (label index lists) are the validation data. Its evaluation
+    reports ``loss`` (mean per example), ``accuracy`` (exact match for multi-label), ``micro_f1`` and
+    ``macro_f1``. A multi-label task with ``tune=True`` first tunes per-label thresholds on the
+    validation data (kept in :attr:`thresholds` for the caller to store with the model); its
+    ``macro_f1`` and ``micro_f1`` use them and ``macro_f1_at_0.5`` does not. ``metric`` selects the
+    best model: ``"accuracy"`` (single-label default) or ``"macro_f1"`` (multi-label default).
+    """
+
+    higher_is_better = True
+
+    def __init__(
+        self,
+        *,
+        num_labels: int,
+        multi_label: bool,
+        valid_ids: Sequence[Sequence[int]] = (),
+        valid_labels: Sequence[Sequence[int]] = (),
+        metric: str | None = None,
+        label_smoothing: float = 0.0,
+        pos_weight: Tensor | None = None,
+        tune: bool = True,
+    ) -> None:
+        if len(valid_ids) != len(valid_labels):
+            raise ValueError(f"{len(valid_ids)} validation texts but {len(valid_labels)} label lists")
+        if metric is None:
+            metric = "macro_f1" if multi_label else "accuracy"
+        if metric not in ("accuracy", "micro_f1", "macro_f1"):
+            raise ValueError(f"metric must be accuracy, micro_f1 or macro_f1, got {metric!r}")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+        if multi_label and label_smoothing:
+            raise ValueError("label_smoothing applies to single-label cross-entropy only")
+        self.metric = metric
+        self.num_labels = num_labels
+        self.multi_label = multi_label
+        self.valid_ids = [list(r) for r in valid_ids]
+        self.valid_gold = to_indicator(valid_labels, num_labels=num_labels)  # (N, C)
+        self.label_smoothing = label_smoothing
+        self.pos_weight = pos_weight
+        self.tune = tune and multi_label
+        self.thresholds: np.ndarray | None = None  # from the latest evaluation
+
+    def loss(self, model: nn.Module, batch: ClassificationBatch) -> Tensor:
+        logits = model(batch.tokens)  # (B, C)
+        pos_weight = self.pos_weight.to(logits.device) if self.pos_weight is not None else None
+        return classification_loss(
+            logits, batch.labels, multi_label=self.multi_label,
+            label_smoothing=self.label_smoothing, pos_weight=pos_weight,
+        )
+
+    def normaliser(self, batch: ClassificationBatch) -> int:
+        return len(batch)
+
+    def num_tokens(self, batch: ClassificationBatch) -> int:
+        return batch.num_tokens
+
+    def evaluate(self, model: nn.Module) -> dict[str, float] | None:
+        if not self.valid_ids:
+            return None
+        logits = predict_logits(model, self.valid_ids)  # (N, C)
+        gold = torch.from_numpy(self.valid_gold)
+        target = gold.float() if self.multi_label else gold.float().argmax(dim=1)  # (N, C) or (N,)
+        loss = float(classification_loss(logits, target, multi_label=self.multi_label)) / len(logits)
+        probs = probabilities(logits, multi_label=self.multi_label).numpy()  # (N, C)
+        result = {"loss": loss}
+        if self.multi_label:
+            at_half = classification_report(self.valid_gold, decide(probs, multi_label=True))
+            result["macro_f1_at_0.5"] = at_half.macro_f1
+            if self.tune:
+                self.thresholds = tune_thresholds(probs, self.valid_gold)
+        report = classification_report(
+            self.valid_gold, decide(probs, multi_label=self.multi_label, thresholds=self.thresholds)
+        )
+        result.update(accuracy=report.accuracy, micro_f1=report.micro_f1, macro_f1=report.macro_f1)
+        return result
