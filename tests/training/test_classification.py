@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,8 +15,6 @@ from transformer.training.classification import (
     ClassificationEpochs,
     ClassificationTask,
     classification_loss,
-    collate_examples,
-    encode_texts,
     predict_logits,
     probabilities,
 )
@@ -124,19 +121,8 @@ def test_epochs_cover_every_example_once_within_the_token_budget():
         seen = []
         for batch in batches:
             assert batch.tokens.numel() + len(batch) <= 12  # one CLS position per row
-            seen.extend(int(t) for t in batch.labels)
+            seen.extend(int(t) for t in batch.targets)
         assert sorted(seen) == sorted(lab[0] for lab in labels)
-
-
-def test_collate_pads_and_builds_targets():
-    batch = collate_examples([[4, 5], [], [6]], [[0, 2], [], [1]], num_labels=3, multi_label=True, pad_id=PAD)
-    assert batch.tokens.tolist() == [[4, 5], [PAD, PAD], [6, PAD]]
-    assert batch.labels.tolist() == [[1, 0, 1], [0, 0, 0], [0, 1, 0]]
-    assert batch.num_tokens == 3
-    single = collate_examples([[4], [5]], [[2], [0]], num_labels=3, multi_label=False, pad_id=PAD)
-    assert single.labels.tolist() == [2, 0] and single.labels.dtype == torch.long
-    with pytest.raises(ValueError, match="exactly one label"):
-        collate_examples([[4]], [[0, 1]], num_labels=3, multi_label=False, pad_id=PAD)
 
 
 def test_losses_equal_torch_references():
@@ -161,17 +147,3 @@ def test_predict_logits_keeps_input_order_and_handles_empty_rows():
         alone = model(torch.tensor([row or [PAD]]))
         torch.testing.assert_close(batched[i], alone[0], atol=1e-5, rtol=1e-5)
     assert torch.isfinite(batched).all()
-
-
-class _Tok:
-    """A stand-in tokenizer: one id per character."""
-
-    def encode_batch(self, texts):
-        return [[4 + (ord(ch) % 10) for ch in t] for t in texts]
-
-
-def test_encode_texts_truncates_and_counts():
-    enc = encode_texts(["abcdef", "", "ab"], _Tok(), max_tokens=4)
-    assert [len(r) for r in enc.ids] == [4, 0, 2]
-    assert (enc.num_truncated, enc.num_empty) == (1, 1)
-    assert np.array_equal(enc.ids[0], _Tok().encode_batch(["abcd"])[0])

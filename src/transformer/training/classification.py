@@ -1,6 +1,7 @@
 """Training an encoder-only classifier through the shared :class:`~transformer.training.trainer.Trainer`:
-texts to token ids (with a length limit), token-budget batches, the loss, and the
-:class:`ClassificationTask` that evaluates on validation data and tunes multi-label thresholds.
+token-budget batches of encoded texts (:mod:`transformer.data.classification` reads, encodes and
+collates them), the loss, batched prediction, and the :class:`ClassificationTask` that evaluates on
+validation data and tunes multi-label thresholds.
 
 Shapes: B examples in a batch, S longest input, C labels, N examples.
 
@@ -13,8 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -22,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer.data.batching import TokenBatchSampler
+from transformer.data.classification import ClassificationBatch, collate_classification
 from transformer.evaluation.classification import (
     classification_report,
     decide,
@@ -32,58 +32,6 @@ from transformer.evaluation.classification import (
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class ClassificationBatch:
-    """Padded token ids and their labels: class indices (B,) long for a single-label model, an
-    indicator matrix (B, C) float for a multi-label one."""
-
-    tokens: Tensor  # (B, S) long
-    labels: Tensor  # (B,) long or (B, C) float
-    num_tokens: int  # non-pad tokens in ``tokens``
-
-    def __len__(self) -> int:
-        return self.tokens.size(0)
-
-    def to(self, device: torch.device | str) -> ClassificationBatch:
-        return ClassificationBatch(
-            self.tokens.to(device, non_blocking=True),
-            self.labels.to(device, non_blocking=True),
-            self.num_tokens,
-        )
-
-
-@dataclass
-class EncodedTexts:
-    """Token ids of texts cut to at most ``max_tokens``; how many were cut and how many are empty."""
-
-    ids: list[list[int]]
-    max_tokens: int
-    num_truncated: int = 0
-    num_empty: int = 0
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-def encode_texts(texts: Sequence[str], tokenizer: Any, *, max_tokens: int, name: str = "texts") -> EncodedTexts:
-    """Tokenize ``texts`` and keep the first ``max_tokens`` ids of each.
-
-    Long texts are truncated (never dropped) and empty texts (no tokens) are kept as empty rows,
-    so the result lines up with ``texts``; both counts are logged under ``name``.
-    """
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-    ids = tokenizer.encode_batch(list(texts))
-    truncated = sum(len(row) > max_tokens for row in ids)
-    empty = sum(not row for row in ids)
-    ids = [row[:max_tokens] for row in ids]
-    if truncated:
-        log.warning("%s: truncated %d of %d texts to %d tokens", name, truncated, len(ids), max_tokens)
-    if empty:
-        log.warning("%s: %d of %d texts are empty", name, empty, len(ids))
-    return EncodedTexts(ids, max_tokens=max_tokens, num_truncated=truncated, num_empty=empty)
-
-
 def pad_tokens(rows: Sequence[Sequence[int]], *, pad_id: int) -> Tensor:
     """Right-pad id lists into (B, S) long with S >= 1 (an empty row is all padding)."""
     width = max([len(r) for r in rows] + [1])
@@ -91,28 +39,6 @@ def pad_tokens(rows: Sequence[Sequence[int]], *, pad_id: int) -> Tensor:
     for i, row in enumerate(rows):
         out[i, : len(row)] = row
     return torch.from_numpy(out)
-
-
-def collate_examples(
-    ids: Sequence[Sequence[int]],
-    labels: Sequence[Sequence[int]],
-    *,
-    num_labels: int,
-    multi_label: bool,
-    pad_id: int,
-) -> ClassificationBatch:
-    """Token id lists and their label index lists -> a :class:`ClassificationBatch`.
-
-    Single-label: each label list must hold exactly one index. Multi-label: any number.
-    """
-    tokens = pad_tokens(ids, pad_id=pad_id)  # (B, S)
-    if multi_label:
-        target = torch.from_numpy(to_indicator(labels, num_labels=num_labels).astype(np.float32))  # (B, C)
-    else:
-        if any(len(row) != 1 for row in labels):
-            raise ValueError("a single-label batch needs exactly one label per example")
-        target = torch.tensor([row[0] for row in labels], dtype=torch.long)  # (B,)
-    return ClassificationBatch(tokens, target, sum(len(r) for r in ids))
 
 
 class _Collated(Sequence[ClassificationBatch]):
@@ -167,8 +93,8 @@ class ClassificationEpochs:
         )
 
     def _collate(self, indices: list[int]) -> ClassificationBatch:
-        return collate_examples(
-            [self.ids[i] for i in indices], [self.labels[i] for i in indices],
+        return collate_classification(
+            [(self.ids[i], self.labels[i]) for i in indices],
             num_labels=self.num_labels, multi_label=self.multi_label, pad_id=self.pad_id,
         )
 
@@ -246,6 +172,7 @@ class ClassificationTask:
     validation data (kept in :attr:`thresholds` for the caller to store with the model); its
     ``macro_f1`` and ``micro_f1`` use them and ``macro_f1_at_0.5`` does not. ``metric`` selects the
     best model: ``"accuracy"`` (single-label default) or ``"macro_f1"`` (multi-label default).
+    ``pad_id`` is only used to count tokens for the throughput figure.
     """
 
     higher_is_better = True
@@ -261,6 +188,7 @@ class ClassificationTask:
         label_smoothing: float = 0.0,
         pos_weight: Tensor | None = None,
         tune: bool = True,
+        pad_id: int = 0,
     ) -> None:
         if len(valid_ids) != len(valid_labels):
             raise ValueError(f"{len(valid_ids)} validation texts but {len(valid_labels)} label lists")
@@ -279,6 +207,7 @@ class ClassificationTask:
         self.valid_gold = to_indicator(valid_labels, num_labels=num_labels)  # (N, C)
         self.label_smoothing = label_smoothing
         self.pos_weight = pos_weight
+        self.pad_id = pad_id
         self.tune = tune and multi_label
         self.thresholds: np.ndarray | None = None  # from the latest evaluation
 
@@ -286,7 +215,7 @@ class ClassificationTask:
         logits = model(batch.tokens)  # (B, C)
         pos_weight = self.pos_weight.to(logits.device) if self.pos_weight is not None else None
         return classification_loss(
-            logits, batch.labels, multi_label=self.multi_label,
+            logits, batch.targets, multi_label=self.multi_label,
             label_smoothing=self.label_smoothing, pos_weight=pos_weight,
         )
 
@@ -294,7 +223,7 @@ class ClassificationTask:
         return len(batch)
 
     def num_tokens(self, batch: ClassificationBatch) -> int:
-        return batch.num_tokens
+        return int((batch.tokens != self.pad_id).sum())
 
     def evaluate(self, model: nn.Module) -> dict[str, float] | None:
         if not self.valid_ids:
