@@ -1,0 +1,282 @@
+"""Batched beam search with the key/value cache and the GNMT length penalty.
+
+Shapes: B batch (sentences), N sentences still searching (N <= B), K beam size (1 on the first
+step, when every sentence has only the BOS hypothesis), C = 2K candidates per sentence, S source
+length, L the most tokens any sentence may produce, V target vocabulary, D d_model.
+
+Each step extends every live hypothesis by every token and keeps the 2K best extensions of each
+sentence by log-probability. Those of the top K that end in EOS (or that reach the length limit)
+are finished: scored ``log_prob / ((5 + length) / 6) ** alpha`` (Wu et al., 2016, the length
+counting EOS), frozen into the sentence's finished pool and never extended again. The K best
+extensions that do not end in EOS stay live, and the self-attention caches are reordered to
+follow them. A sentence is done once its pool holds K finished hypotheses (so ``beam_size=1`` is
+greedy decoding); done sentences leave the batch. The result is the pool sorted by score.
+Cross-attention caches hold the same keys and values for every beam of a sentence, so they are
+only reordered when sentences leave the batch (and once, to copy each sentence to its K beams).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transformer.decoding.common import (
+    Seq2SeqModel,
+    check_min_len,
+    check_source,
+    evaluation_mode,
+    mask_forbidden_,
+    output_limits,
+    strip_padding,
+)
+
+
+@dataclass
+class BeamState:
+    """Everything beam search carries from one step to the next (besides the model's cache)."""
+
+    rows: Tensor  # (N,) long: the batch row of each sentence still searching
+    alive_tokens: Tensor  # (N, K, L) long: ids of the live hypotheses, PAD beyond the current step
+    alive_log_probs: Tensor  # (N, K) float32: their log-probabilities
+    finished_tokens: Tensor  # (B, K, L) long: ids of finished hypotheses without EOS, PAD-padded
+    finished_scores: Tensor  # (B, K) float32: their length-penalised scores, sorted; -inf = empty
+
+
+def gnmt_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """GNMT length penalty ``((5 + length) / 6) ** alpha``; 1 when ``alpha`` is 0."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def initial_state(src: Tensor, *, steps: int, beam_size: int, pad_id: int) -> BeamState:
+    """One live hypothesis (just BOS, log-probability 0) per sentence and empty finished pools."""
+    b = src.size(0)
+    return BeamState(
+        rows=torch.arange(b, device=src.device),
+        alive_tokens=src.new_full((b, 1, steps), pad_id),
+        alive_log_probs=torch.zeros(b, 1, device=src.device),
+        finished_tokens=src.new_full((b, beam_size, steps), pad_id),
+        finished_scores=torch.full((b, beam_size), -math.inf, device=src.device),
+    )
+
+
+def top_candidates(log_probs: Tensor, alive_log_probs: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The ``count`` best one-token extensions of each sentence's live hypotheses.
+
+    ``log_probs`` (N, K, V) next-token log-probabilities, ``alive_log_probs`` (N, K). Returns
+    their total log-probabilities (N, C), the beam each extends (N, C) and the token (N, C),
+    best first.
+    """
+    n, k, v = log_probs.shape
+    total = (alive_log_probs[:, :, None] + log_probs).view(n, k * v)  # (N, K * V)
+    scores, flat = total.topk(min(count, k * v), dim=1)  # (N, C)
+    return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
+
+
+def gather_beams(x: Tensor, beams: Tensor) -> Tensor:
+    """Pick beams per sentence: ``x`` (N, K, ...) and ``beams`` (N, K') -> (N, K', ...)."""
+    index = beams.view(*beams.shape, *([1] * (x.dim() - 2))).expand(*beams.shape, *x.shape[2:])
+    return x.gather(1, index)
+
+
+def extend(tokens: Tensor, beams: Tensor, new_tokens: Tensor, step: int) -> Tensor:
+    """Hypotheses ``tokens`` (N, K, L) continued: pick ``beams`` (N, C), write ``new_tokens``
+    (N, C) at ``step`` -> (N, C, L)."""
+    out = gather_beams(tokens, beams)
+    out[:, :, step] = new_tokens
+    return out
+
+
+def merge_finished(
+    pool_tokens: Tensor, pool_scores: Tensor, new_tokens: Tensor, new_scores: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Keep the K best of a finished pool (N, K, L)/(N, K) and new finished hypotheses
+    (N, C, L)/(N, C) (-inf scores are not hypotheses). Returns the new pool, best first."""
+    k = pool_scores.size(1)
+    scores = torch.cat([pool_scores, new_scores], dim=1)  # (N, K + C)
+    best, index = scores.topk(k, dim=1)  # (N, K)
+    return gather_beams(torch.cat([pool_tokens, new_tokens], dim=1), index), best
+
+
+def select_live(scores: Tensor, ends_eos: Tensor, beam_size: int) -> tuple[Tensor, Tensor]:
+    """The K best candidates (N, C) that do not end in EOS: their positions (N, K) and scores
+    (N, K). When C < K (a vocabulary smaller than the beam) all C are kept, those ending in EOS
+    with score -inf so that they can never finish."""
+    count = min(beam_size, scores.size(1))
+    best, index = scores.masked_fill(ends_eos, -math.inf).topk(count, dim=1)
+    return index, best
+
+
+def beam_step(
+    state: BeamState,
+    log_probs: Tensor,
+    *,
+    step: int,
+    beam_size: int,
+    alpha: float,
+    eos_id: int,
+    pad_id: int,
+    at_limit: Tensor,
+) -> tuple[BeamState, Tensor, Tensor]:
+    """Advance the search by one token.
+
+    ``log_probs`` (N, K, V) are the next-token log-probabilities of the live hypotheses,
+    ``at_limit`` (N,) marks sentences whose length limit this step reaches. Returns the new state,
+    the beam each new live hypothesis extends as a row of the old (N * K) batch, (N * K',), and
+    which sentences are done (N,). Sentences are not removed here.
+    """
+    n, k_old, _ = log_probs.shape
+    scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size)  # (N, C)
+    ends_eos = tokens == eos_id  # (N, C)
+    # only EOS among the top K counts (so beam 1 is greedy); at the limit all of the top K finish
+    top_k = torch.arange(scores.size(1), device=scores.device) < beam_size  # (C,)
+    finishing = top_k & (ends_eos | at_limit[:, None]) & (scores > -math.inf)  # (N, C)
+    finished_tokens, finished_scores = state.finished_tokens, state.finished_scores
+    if bool(finishing.any()):
+        new_scores = torch.where(finishing, scores / gnmt_penalty(step + 1, alpha), -math.inf)
+        new_tokens = extend(state.alive_tokens, beams, tokens.masked_fill(ends_eos, pad_id), step)
+        pool_tokens, pool_scores = merge_finished(
+            finished_tokens[state.rows], finished_scores[state.rows], new_tokens, new_scores
+        )
+        finished_tokens = finished_tokens.index_put((state.rows,), pool_tokens)
+        finished_scores = finished_scores.index_put((state.rows,), pool_scores)
+    done = (finished_scores[state.rows] > -math.inf).all(dim=1) | at_limit  # (N,)
+
+    live, live_scores = select_live(scores, ends_eos, beam_size)  # (N, K) each
+    live_beams = beams.gather(1, live)  # (N, K)
+    state = BeamState(
+        rows=state.rows,
+        alive_tokens=extend(state.alive_tokens, live_beams, tokens.gather(1, live), step),
+        alive_log_probs=live_scores,
+        finished_tokens=finished_tokens,
+        finished_scores=finished_scores,
+    )
+    offsets = torch.arange(n, device=beams.device)[:, None] * k_old  # (N, 1)
+    return state, (offsets + live_beams).view(-1), done
+
+
+def keep_sentences(state: BeamState, keep: Tensor) -> BeamState:
+    """Drop the sentences that are done: keep positions ``keep`` (N',) of the live ones."""
+    return BeamState(
+        rows=state.rows[keep],
+        alive_tokens=state.alive_tokens[keep],
+        alive_log_probs=state.alive_log_probs[keep],
+        finished_tokens=state.finished_tokens,
+        finished_scores=state.finished_scores,
+    )
+
+
+def beam_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len: int | None = None,
+    beam_size: int = 5,
+    length_penalty: float = 0.6,
+    nbest: int | None = None,
+    max_len_a: float | None = None,
+    max_len_b: int = 0,
+    min_len: int = 0,
+    use_cache: bool = True,
+) -> list[list[int]] | list[list[tuple[list[int], float]]]:
+    """Beam search translations of ``src`` (B, S), source ids padded with the model's pad id.
+
+    Returns the best target ids per row, without BOS and EOS; with ``nbest=k`` (k <= beam_size),
+    k ``(ids, score)`` pairs per row instead, best first, the score being the log-probability
+    divided by ``((5 + length) / 6) ** length_penalty`` (length in tokens, EOS included).
+    ``max_len``, ``max_len_a``/``max_len_b``, ``min_len`` and ``use_cache`` work as in
+    :func:`transformer.decoding.greedy_decode`. Runs in evaluation mode under
+    ``torch.inference_mode``.
+    """
+    check_source(src)
+    check_min_len(min_len)
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
+    if nbest is not None and (isinstance(nbest, bool) or not isinstance(nbest, int) or not 1 <= nbest <= beam_size):
+        raise ValueError(f"nbest must be an integer from 1 to beam_size={beam_size}, got {nbest!r}")
+    if not math.isfinite(length_penalty) or length_penalty < 0:
+        raise ValueError(f"length_penalty must be a non-negative number, got {length_penalty!r}")
+    pad_id = model.config.pad_id
+    limits = output_limits(
+        src,
+        pad_id=pad_id,
+        max_len=max_len,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        model_max_len=model.config.max_len,
+    )  # (B,)
+    with torch.inference_mode(), evaluation_mode(model):
+        state = _search(model, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
+                        beam_size=beam_size, alpha=length_penalty, min_len=min_len,
+                        use_cache=use_cache)
+    count = 1 if nbest is None else nbest
+    tokens = strip_padding(state.finished_tokens[:, :count].flatten(0, 1).tolist(), pad_id=pad_id)
+    scores = state.finished_scores[:, :count].flatten().tolist()
+    if nbest is None:
+        return tokens
+    return [
+        [(tokens[i], scores[i]) for i in range(row * count, (row + 1) * count) if scores[i] > -math.inf]
+        for row in range(src.size(0))
+    ]
+
+
+def _search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    limits: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    beam_size: int,
+    alpha: float,
+    min_len: int,
+    use_cache: bool,
+) -> BeamState:
+    """The search loop; returns the final state, whose finished pools hold the results."""
+    steps = int(limits.max())
+    state = initial_state(src, steps=steps, beam_size=beam_size, pad_id=pad_id)
+    row_src = src  # (N * K, S): the source of each live hypothesis (K = 1 on the first step)
+    memory: Tensor | None = model.encode(src)  # (N * K, S, D)
+    cache = model.new_cache() if use_cache else None
+    for t in range(steps):
+        n, k = state.alive_log_probs.shape
+        if cache is not None:
+            if t == 0:
+                last = row_src.new_full((n, 1), bos_id)  # (N, 1)
+            else:
+                last = state.alive_tokens[:, :, t - 1].reshape(n * k, 1)  # (N * K, 1)
+            logits = model.decode(last, memory, row_src, cache=cache)  # (N * K, 1, V)
+            memory = None  # the cross-attention caches hold it now
+        else:
+            bos = row_src.new_full((n * k, 1), bos_id)
+            prefix = torch.cat([bos, state.alive_tokens[:, :, :t].reshape(n * k, t)], dim=1)
+            logits = model.decode(prefix, memory, row_src)  # (N * K, t + 1, V)
+        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1).view(n, k, -1)  # (N, K, V)
+        mask_forbidden_(log_probs, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
+        at_limit = limits[state.rows] == t + 1  # (N,)
+        state, index, done = beam_step(
+            state, log_probs, step=t, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
+            pad_id=pad_id, at_limit=at_limit,
+        )  # index (N * K,) rows of the old batch that the new live hypotheses extend
+        dropping = bool(done.any())
+        if dropping:
+            keep = (~done).nonzero().squeeze(1)  # (N',)
+            if keep.numel() == 0:
+                break
+            state = keep_sentences(state, keep)
+            index = index.view(n, -1)[keep].view(-1)  # (N' * K,)
+        # Beams of one sentence share their source: the cross-attention caches, the source rows
+        # and the memory only need reordering when their row count changes.
+        reshape_rows = dropping or state.alive_log_probs.size(1) != k
+        if cache is not None:
+            cache.reorder(index, cross=reshape_rows)
+        if reshape_rows:
+            row_src = row_src[index]
+            if cache is None:
+                memory = memory[index]  # type: ignore[index]
+    return state

@@ -1,0 +1,107 @@
+"""Batched greedy decoding: at each step every row takes its most probable next token.
+
+Shapes: B batch (sentences), R rows still decoding (R <= B), S source length, T tokens produced so
+far, L the most tokens any row may produce, V target vocabulary, D d_model.
+
+With the key/value cache (the default) each step feeds only the newest token through the decoder;
+``use_cache=False`` recomputes the whole prefix every step (the reference for tests and the
+benchmark). A row stops at EOS or at its length limit; finished rows leave the batch, so later
+steps only compute the rows still going, and the loop ends when no row is left.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer.decoding.common import (
+    Seq2SeqModel,
+    check_min_len,
+    check_source,
+    evaluation_mode,
+    mask_forbidden_,
+    output_limits,
+    strip_padding,
+)
+
+
+def greedy_decode(
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len: int | None = None,
+    max_len_a: float | None = None,
+    max_len_b: int = 0,
+    min_len: int = 0,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """Greedy translations of ``src`` (B, S), a batch of source ids padded with the model's pad id.
+
+    Returns one list of target ids per row, without BOS and EOS. A row produces at most
+    ``max_len`` tokens (EOS included; None: the model's ``max_len``), and with ``max_len_a`` at
+    most ``floor(max_len_a * source_length + max_len_b)``, the source length counting non-pad
+    tokens. EOS is not allowed before ``min_len`` tokens (useful to force lengths in benchmarks).
+    PAD is never produced. Runs in evaluation mode under ``torch.inference_mode``.
+    """
+    check_source(src)
+    check_min_len(min_len)
+    pad_id = model.config.pad_id
+    limits = output_limits(
+        src,
+        pad_id=pad_id,
+        max_len=max_len,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        model_max_len=model.config.max_len,
+    )  # (B,)
+    with torch.inference_mode(), evaluation_mode(model):
+        tokens = _greedy(model, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
+                         min_len=min_len, use_cache=use_cache)
+    return strip_padding(tokens.tolist(), pad_id=pad_id)
+
+
+def _greedy(
+    model: Seq2SeqModel,
+    src: Tensor,
+    limits: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    min_len: int,
+    use_cache: bool,
+) -> Tensor:
+    """The decoding loop; returns the produced ids (B, L), PAD where EOS or nothing was produced."""
+    b = src.size(0)
+    steps = int(limits.max())
+    out = src.new_full((b, steps), pad_id)  # (B, L)
+    # per active row: its batch row, its source, its memory and its input so far (BOS + produced)
+    rows = torch.arange(b, device=src.device)  # (R,)
+    row_limits = limits  # (R,)
+    row_src = src  # (R, S)
+    memory: Tensor | None = model.encode(src)  # (R, S, D)
+    prefix = src.new_full((b, steps + 1), bos_id)  # (R, 1 + L): column t is the input at step t
+    cache = model.new_cache() if use_cache else None
+    for t in range(steps):
+        if cache is not None:
+            logits = model.decode(prefix[:, t : t + 1], memory, row_src, cache=cache)  # (R, 1, V)
+            memory = None  # the cross-attention caches hold it now
+        else:
+            logits = model.decode(prefix[:, : t + 1], memory, row_src)  # (R, t + 1, V)
+        scores = mask_forbidden_(logits[:, -1], step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
+        next_ids = scores.argmax(dim=-1)  # (R,)
+        ended = (next_ids == eos_id) | (row_limits == t + 1)  # (R,)
+        out[rows, t] = next_ids.masked_fill(next_ids == eos_id, pad_id)
+        prefix[:, t + 1] = next_ids
+        if bool(ended.any()):
+            keep = (~ended).nonzero().squeeze(1)  # (R',)
+            if keep.numel() == 0:
+                break
+            rows, row_limits, row_src, prefix = rows[keep], row_limits[keep], row_src[keep], prefix[keep]
+            if cache is not None:
+                cache.reorder(keep)
+            else:
+                memory = memory[keep]  # type: ignore[index]
+    return out
