@@ -228,11 +228,27 @@ def test_ddp_shards_are_disjoint_equal_and_complete(
     assert len({len(s) for s in shards}) == 1
     seen = Counter(i for shard in shards for batch in shard for i in batch)
     assert set(seen) == set(range(len(widths)))
-    if len(widths) >= world_size:
+    if sampler.num_repeated == 0:
         assert set(seen.values()) == {1}  # no example on two ranks, none twice
+    else:  # only when every batch is down to one example
+        assert sampler.num_repeated < world_size
+        assert sum(seen.values()) == len(widths) + sampler.num_repeated
+        assert all(len(batch) == 1 for shard in shards for batch in shard)
     for shard in shards:
         for batch in shard:
             assert batch and len(batch) * max(widths[i] for i in batch) <= max_tokens
+
+
+def test_realistic_ddp_split_needs_no_repeats() -> None:
+    for world_size in (2, 3, 4, 8):
+        samplers = [
+            TokenBatchSampler(LENGTHS, max_tokens=300, rank=r, world_size=world_size)
+            for r in range(world_size)
+        ]
+        assert samplers[0].num_repeated == 0
+        indices = [i for s in samplers for batch in s for i in batch]
+        assert sorted(indices) == list(range(len(LENGTHS)))
+        assert len({len(list(s)) for s in samplers}) == 1
 
 
 def test_works_as_a_dataloader_batch_sampler(tok: Tokenizer) -> None:

@@ -159,8 +159,9 @@ class TokenBatchSampler(Sampler[list[int]]):
     DDP: rank ``r`` of ``world_size`` takes every ``world_size``-th batch of the shared order.
     Every rank gets the same number of batches (so collective ops never hang) and no example goes
     to two ranks: when the batch count is not a multiple of ``world_size``, the largest batches are
-    split in two until it is. Over an epoch the ranks together see every example exactly once
-    (only when there are fewer examples than ranks are batches repeated, with a warning).
+    split in two until it is. Over an epoch the ranks together see every example exactly once.
+    Only when that is impossible (every batch is down to one example, as with fewer examples than
+    ranks) are ``num_repeated`` batches repeated, with a warning, as DistributedSampler does.
     """
 
     def __init__(
@@ -209,11 +210,14 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.world_size = world_size
         self.epoch = 0
         self._sizes = self._batch_sizes()
-        if self._sizes and len(self._sizes) < world_size:
+        self.num_repeated = -len(self._sizes) % world_size if self._sizes else 0
+        if self.num_repeated:
             log.warning(
-                "only %d examples for %d ranks: some batches are repeated",
-                len(self._width),
+                "%d batches of single examples cannot be shared evenly by %d ranks: "
+                "%d batches are repeated each epoch",
+                len(self._sizes),
                 world_size,
+                self.num_repeated,
             )
 
     def set_epoch(self, epoch: int) -> None:
@@ -261,8 +265,8 @@ class TokenBatchSampler(Sampler[list[int]]):
         batches = [chunk.tolist() for chunk in np.split(order, bounds)]
         if self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]
-        # only with fewer examples than ranks: repeat batches so that every rank gets one
-        batches.extend(batches[i % len(batches)] for i in range(-len(batches) % self.world_size))
+        # only when batches cannot be split further: repeat some so every rank gets as many
+        batches.extend(batches[i % len(batches)] for i in range(self.num_repeated))
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
