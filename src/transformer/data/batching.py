@@ -25,7 +25,7 @@ every batch within ``max_tokens`` by that measure.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -323,8 +323,9 @@ def collate_sources(sources: Sequence[Sequence[int]], *, pad_id: int = PAD_ID) -
     return torch.from_numpy(out)
 
 
-def iter_batches(pairs: Sequence[Pair], sampler: TokenBatchSampler) -> Iterator[Batch]:
-    """The sampler's batches of ``pairs``, collated (a DataLoader without workers)."""
+def iter_batches(pairs: Sequence[Pair], sampler: Iterable[Sequence[int]]) -> Iterator[Batch]:
+    """The batches of ``pairs`` that ``sampler`` (a TokenBatchSampler or any iterable of index
+    lists) picks, collated: a DataLoader without workers."""
     for indices in sampler:
         yield collate_pairs([pairs[i] for i in indices])
 
