@@ -61,16 +61,16 @@ class LabelVocabulary:
         if len(set(names)) != len(names):
             duplicate = next(n for n in names if names.count(n) > 1)
             raise ValueError(f"label name {duplicate!r} appears twice")
+        object.__setattr__(self, "_ids", {name: i for i, name in enumerate(names)})
 
     def __len__(self) -> int:
         return len(self.names)
 
     def id_of(self, token: str) -> int | None:
         """The id of a label name, or of an integer id written as text; None when unknown."""
-        try:
-            return self.names.index(token)
-        except ValueError:
-            pass
+        found = self._ids.get(token)  # type: ignore[attr-defined]
+        if found is not None:
+            return found
         if token.isascii() and token.isdigit() and int(token) < len(self.names):
             return int(token)
         return None
@@ -208,7 +208,10 @@ def _split_labels(cell: object, *, separator: str) -> list[str]:
         return [str(c).strip() for c in cell]
     if isinstance(cell, bool) or cell is None:
         return [] if cell is None else [str(cell).lower()]
-    return [t.strip() for t in str(cell).split(separator) if t.strip()]
+    cell = str(cell).strip()
+    if separator not in cell:
+        return [cell] if cell else []
+    return [t.strip() for t in cell.split(separator) if t.strip()]
 
 
 def _raw_rows(

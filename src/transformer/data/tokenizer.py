@@ -7,12 +7,14 @@ The four special ids are fixed for every tokenizer the project makes and checked
 What round-trips. Tokenizers are trained with ``normalization_rule_name="identity"`` (no Unicode
 normalisation), ``remove_extra_whitespaces=False`` and ``byte_fallback=True`` (a character outside
 the vocabulary becomes its UTF-8 bytes, never ``<unk>``), so for every Python string ``text`` that
-is valid Unicode (no lone surrogates)::
+is valid Unicode::
 
     tok.decode(tok.encode(text)) == text
 
-exactly (a string with a lone surrogate is refused with ValueError): whitespace runs, leading and trailing spaces, tabs, newlines, control characters, any
-script. SentencePiece itself writes spaces as U+2581 (``▁``) and would decode a literal U+2581 as a
+exactly: whitespace runs, leading and trailing spaces, tabs, newlines, control characters, any
+script (a string holding a lone surrogate is not valid Unicode and is refused with ValueError).
+The data readers strip each line of surrounding whitespace before encoding, so a corpus line
+comes back as ``line.strip()``. SentencePiece itself writes spaces as U+2581 (``▁``) and would decode a literal U+2581 as a
 space; :meth:`Tokenizer.encode` encodes a literal U+2581 as its three UTF-8 bytes instead, so it
 round-trips too. (With ``byte_fallback=False``, characters outside the vocabulary become
 ``<unk>`` and are lost.)
