@@ -129,6 +129,19 @@ def test_training_is_deterministic() -> None:
     assert Tokenizer.train(EN, vocab_size=300) == Tokenizer.train(EN, vocab_size=300)
 
 
+def test_sampled_training_is_seeded() -> None:
+    from transformer.data.tokenizer import _reservoir_sample
+
+    texts = [f"sentence {i}" for i in range(1000)]
+    sample = _reservoir_sample(iter(texts), size=50, seed=1)
+    assert len(sample) == len(set(sample)) == 50 and set(sample) <= set(texts)
+    assert sample == _reservoir_sample(texts, size=50, seed=1)
+    assert sample != _reservoir_sample(texts, size=50, seed=2)
+    assert _reservoir_sample(["a", "", "b"], size=5, seed=0) == ["a", "b"]
+    tok = Tokenizer.train(EN + DE, vocab_size=300, sample_size=40, seed=3)
+    assert tok == Tokenizer.train(EN + DE, vocab_size=300, sample_size=40, seed=3)
+
+
 def test_separate_tokenizers_differ() -> None:
     src, tgt = train_tokenizers(EN, DE, vocab_size=300, joint=False)
     assert src is not tgt and src != tgt

@@ -34,6 +34,7 @@ import io
 import json
 import logging
 import os
+import random
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -128,6 +129,10 @@ class Tokenizer:
             raise ValueError(f"vocab_size must be an integer >= 8, got {vocab_size!r}")
         if not 0.0 < character_coverage <= 1.0:
             raise ValueError(f"character_coverage must be in (0, 1], got {character_coverage}")
+        if sample_size is not None:
+            if sample_size < 1:
+                raise ValueError(f"sample_size must be positive, got {sample_size}")
+            texts = _reservoir_sample(texts, size=sample_size, seed=seed)
         counter = _Counter(texts)
         writer = io.BytesIO()
         options: dict[str, Any] = dict(
@@ -154,10 +159,6 @@ class Tokenizer:
         )
         if model_type == "char":
             options["hard_vocab_limit"] = False
-        if sample_size is not None:
-            options.update(input_sentence_size=sample_size, shuffle_input_sentence=True)
-        # SentencePiece keeps its sampling seed in process-wide state
-        spm.set_random_generator_seed(seed)
         try:
             spm.SentencePieceTrainer.train(**options)
         except RuntimeError as err:
@@ -318,6 +319,24 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer(vocab_size={self.vocab_size})"
+
+
+def _reservoir_sample(texts: Iterable[str], *, size: int, seed: int) -> list[str]:
+    """A uniform sample of ``size`` non-empty texts in one pass (Algorithm R), seeded."""
+    rng = random.Random(seed)
+    sample: list[str] = []
+    seen = 0
+    for text in texts:
+        if not text:
+            continue
+        if seen < size:
+            sample.append(text)
+        else:
+            j = rng.randrange(seen + 1)
+            if j < size:
+                sample[j] = text
+        seen += 1
+    return sample
 
 
 class _Counter:
