@@ -103,7 +103,7 @@ class ClassificationReport:
 
     def format(self, *, digits: int = 3) -> str:
         """A plain-text summary followed by the per-label precision/recall/F1 table."""
-        width = max([len("label"), *(len(row.label) for row in self.labels)])
+        width = max([len("macro avg"), *(len(row.label) for row in self.labels)])
         lines = [
             f"examples {self.num_examples}  accuracy {self.accuracy:.{digits}f}  "
             f"micro-F1 {self.micro_f1:.{digits}f}  macro-F1 {self.macro_f1:.{digits}f}",
