@@ -562,7 +562,7 @@ class LiveTensorBytes(TorchDispatchMode):
         self.phase = name
         self.phase_peaks[name] = max(self.phase_peaks.get(name, 0), self.current)
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         for item in tree_flatten(out)[0]:
             self.track(item)
