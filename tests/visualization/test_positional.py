@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -37,3 +41,19 @@ def test_plot_positional_bad_sizes_exit_2(tmp_path, capsys, argv):
     assert main(["plot", "positional", *argv, "--out", str(out)]) == 2
     assert "must be between" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_plots_need_no_display_and_never_load_pyplot(tmp_path):
+    # An interactive backend requested and no display: the figures are built without pyplot, so
+    # neither matters.
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["MPLBACKEND"] = "TkAgg"
+    code = (
+        "import sys\n"
+        "from transformer.cli import main\n"
+        f"assert main(['plot', 'positional', '--out', {str(tmp_path / 'p.png')!r}]) == 0\n"
+        "assert 'matplotlib.pyplot' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
