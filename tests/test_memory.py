@@ -92,6 +92,8 @@ MEASURED = {
         ModelConfig.tiny(vocab_size=800, share_embeddings=True, tie_embeddings=True,
                          positional="learned", attention_dropout=0.1, activation_dropout=0.1),
         dict(batch_size=4, src_len=30, tgt_len=25)),
+    "tiny without dropout": (ModelConfig.tiny(vocab_size=700, dropout=0.0),
+                             dict(batch_size=8, src_len=20, tgt_len=24)),
     "tiny bf16 autocast": (ModelConfig.tiny(vocab_size=600),
                            dict(batch_size=6, src_len=18, tgt_len=22, precision="bf16")),
     "small translation, 2+2 layers": (

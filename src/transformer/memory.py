@@ -23,9 +23,14 @@ encoder-only models, but counts what PyTorch actually keeps:
   dtype on the CPU);
 * the loss works on (tokens x vocabulary) log-probabilities and their gradients.
 
-The peak is then the most of three moments: the start of the backward pass (activations and the
-loss's gradients), the output projection's backward (activations, the logits' gradient and the
-first weight gradient), and the optimizer step (all gradients and Adam's temporaries).
+The peak is then the largest of a few moments: the start of the backward pass (activations and
+the loss's gradients), the output projection's backward (activations, the logits' gradient and the
+first weight gradient), the last layer's backward (activations and the first gradients in flight),
+the end of a classifier's forward pass, and the optimizer step (all gradients and Adam's
+temporaries). On the CPU the estimate matches the measured peak to within a few percent for every
+configuration tried (``benchmarks/memory.py``); the CUDA-only choices (bool dropout masks, the
+memory-efficient attention kernel's aligned bias and padded log-sum-exp, Adam's foreach
+temporaries) follow PyTorch's kernels but have not been measured on a GPU here.
 
 :func:`measure_training_peak` runs real steps and reports the peak: ``torch.cuda`` peak allocated
 bytes on a GPU, and on the CPU the peak of live tensor storage tracked by :class:`LiveTensorBytes`
@@ -247,6 +252,12 @@ class _Bytes:
         return cls(act=act, mask16=1 if cuda else act, mask32=1 if cuda else FP32, cuda=cuda)
 
 
+def _residual_mask(config: ModelConfig, by: _Bytes) -> int:
+    """Bytes per element of the dropout mask on each sub-layer output (none when dropout is 0:
+    dropout then returns its input)."""
+    return by.mask16 if config.dropout > 0 else 0
+
+
 def _ffn_bytes(config: ModelConfig, tokens: int, by: _Bytes) -> int:
     """What the feed-forward network saves beyond its input: the activation's output (and its
     input for GELU), plus a mask and the dropped tensor with ``activation_dropout``."""
@@ -286,11 +297,11 @@ def _encoder_layer_bytes(config: ModelConfig, batch: int, length: int, by: _Byte
     FFN's; pre-LN saves the float32 input for LayerNorm and the two LayerNorm outputs for the
     matmuls, and its second residual sum is the next layer's input: the same bytes either way.
     """
-    n, d, a = batch * length, config.d_model, by.act
+    n, d, a, m = batch * length, config.d_model, by.act, _residual_mask(config, by)
     if config.norm_first:
-        per_token = FP32 + a + 3 * a + a + by.mask16 + FP32 + a + by.mask16
+        per_token = FP32 + a + 3 * a + a + m + FP32 + a + m
     else:
-        per_token = a + 3 * a + a + by.mask16 + FP32 + a + by.mask16 + FP32
+        per_token = a + 3 * a + a + m + FP32 + a + m + FP32
     stats = 2 * 2 * FP32  # mean and rstd of two LayerNorms
     return (n * (d * per_token + stats) + _ffn_bytes(config, n, by)
             + _attention_bytes(config, batch=batch, lq=length, lk=length, causal=False, by=by))
@@ -299,11 +310,11 @@ def _encoder_layer_bytes(config: ModelConfig, batch: int, length: int, by: _Byte
 def _decoder_layer_bytes(config: ModelConfig, batch: int, tgt: int, src: int, by: _Bytes) -> int:
     """One decoder layer: masked self-attention, cross-attention and the FFN, counted as the
     encoder's, plus the projected encoder memory (K and V, (B, S, 2D)) that cross-attention saves."""
-    n, d, a = batch * tgt, config.d_model, by.act
+    n, d, a, m = batch * tgt, config.d_model, by.act, _residual_mask(config, by)
     layer_input = FP32 + a if config.norm_first else a  # pre-LN: float32 input + normalised copy
-    self_attn = layer_input + 3 * a + a + by.mask16 + FP32
-    cross = a + a + a + by.mask16 + FP32  # query input, Q, output, mask, residual sum
-    ffn = a + by.mask16 + (0 if config.norm_first else FP32)  # pre-LN: the sum is the next input
+    self_attn = layer_input + 3 * a + a + m + FP32
+    cross = a + a + a + m + FP32  # query input, Q, output, mask, residual sum
+    ffn = a + m + (0 if config.norm_first else FP32)  # pre-LN: the sum is the next input
     stats = 3 * 2 * FP32
     memory_kv = batch * src * 2 * d * a
     return (n * (d * (self_attn + cross + ffn) + stats) + _ffn_bytes(config, n, by) + memory_kv
@@ -458,7 +469,7 @@ def estimate_training_memory(
     grad16 = a if a != FP32 else 0  # autocast: a 16-bit weight gradient before its float32 copy
     n = stacks.last_tokens
     last_layer = ((stacks.head_params + d * config.d_ff + d) * (FP32 + grad16)
-                  + 2 * n * config.d_ff * a + n * d * (a - FP32 - by.mask16))
+                  + 2 * n * config.d_ff * a + n * d * (a - FP32 - _residual_mask(config, by)))
     casts = 0 if a == FP32 else a * _matmul_weights(config, encoder_only=encoder_only,
                                                      num_labels=num_labels)
     # Adam's update: a foreach sqrt over all moments on CUDA; on the CPU one parameter at a time,
