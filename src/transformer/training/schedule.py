@@ -1,0 +1,77 @@
+"""Learning-rate schedules: the paper's warmup + inverse square root (equation 3), and the same shape
+with an explicit peak learning rate.
+
+``step`` counts optimizer updates from 1, as ``step_num`` in the paper does. Both rates rise
+linearly for ``warmup`` updates, peak at update ``warmup`` and then decay as ``step^-0.5``.
+
+:func:`build_scheduler` wraps them in a ``torch.optim.lr_scheduler.LambdaLR`` whose multiplier *is*
+the learning rate (the optimizer's base lr is set to 1), so ``scheduler.state_dict()`` round-trips
+through ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR
+
+SCHEDULES = ("noam", "inverse_sqrt", "constant")
+
+
+def noam_rate(step: int, *, d_model: int, warmup: int, scale: float = 1.0) -> float:
+    """Equation (3): ``scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``."""
+    step = max(step, 1)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def inverse_sqrt_rate(step: int, *, peak_lr: float, warmup: int) -> float:
+    """Linear warmup to ``peak_lr`` at update ``warmup``, then ``peak_lr * sqrt(warmup / step)``."""
+    step = max(step, 1)
+    return peak_lr * min(step / warmup, (warmup / step) ** 0.5)
+
+
+@dataclass
+class LRSchedule:
+    """A LambdaLR-compatible rate: ``schedule(i)`` is the lr of update ``i + 1``.
+
+    LambdaLR calls its function with the number of scheduler steps taken so far (0 for the first
+    update); its ``state_dict`` stores this object's fields, which are plain numbers and strings.
+    """
+
+    kind: str = "noam"
+    warmup: int = 4000
+    d_model: int = 512
+    scale: float = 1.0
+    peak_lr: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.kind!r}")
+        if self.kind != "constant" and self.warmup < 1:
+            raise ValueError(f"warmup must be at least 1, got {self.warmup}")
+        if self.d_model < 1:
+            raise ValueError(f"d_model must be positive, got {self.d_model}")
+        if self.scale <= 0 or self.peak_lr <= 0:
+            raise ValueError(f"scale and peak_lr must be positive, got {self.scale}, {self.peak_lr}")
+
+    def rate(self, step: int) -> float:
+        """The learning rate of update ``step`` (1-based)."""
+        if self.kind == "noam":
+            return noam_rate(step, d_model=self.d_model, warmup=self.warmup, scale=self.scale)
+        if self.kind == "inverse_sqrt":
+            return inverse_sqrt_rate(step, peak_lr=self.peak_lr, warmup=self.warmup)
+        return self.peak_lr
+
+    def __call__(self, scheduler_steps: int) -> float:
+        return self.rate(scheduler_steps + 1)
+
+
+def build_scheduler(optimizer: Optimizer, *, schedule: LRSchedule) -> LambdaLR:
+    """A LambdaLR that sets every parameter group's lr to ``schedule.rate(update)``.
+
+    Call ``scheduler.step()`` once per optimizer update (not per micro-batch).
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = 1.0
+    return LambdaLR(optimizer, lr_lambda=schedule, last_epoch=-1)

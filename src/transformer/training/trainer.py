@@ -1,0 +1,449 @@
+"""The training loop: one class that reads in one sitting.
+
+A :class:`Trainer` runs optimizer updates of ``accumulate`` micro-batches each until ``epochs``,
+``max_steps`` or the wall-clock budget ``minutes`` is reached (or early stopping fires). Every
+``eval_every`` updates it evaluates through the :class:`~transformer.training.task.Task`, keeps the
+best model (by the task's metric) through the ``save_best`` callback, and writes a checkpoint that
+:meth:`Trainer.fit` with ``resume=True`` continues from exactly: weights, optimizer, scheduler,
+grad scaler, RNG states of every rank and the data position (epoch and batch index within that
+epoch's deterministic batch order). Every logged step and evaluation is a line of
+``RUN_DIR/metrics.jsonl``.
+
+The loss of an update is summed over all micro-batches (and all ranks) and divided by their total
+normaliser (target tokens), so accumulating k micro-batches, or splitting a batch over k ranks,
+makes the same update as one batch k times larger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from transformer.errors import InputError
+from transformer.training import distributed as D
+from transformer.training.checkpoint import (
+    atomic_write_text,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
+    unwrap,
+)
+from transformer.training.task import Task
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+METRICS_FILE = "metrics.jsonl"
+STOP_REASONS = (None, "epochs", "max_steps", "minutes", "patience")
+
+
+class EpochData(Protocol):
+    """Training batches: for each epoch a deterministic sequence (the same on every call)."""
+
+    def for_epoch(self, epoch: int) -> Sequence[Any]: ...
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The knobs of the loop itself (model, optimizer and schedule are built by the caller)."""
+
+    epochs: int | None = None
+    max_steps: int | None = None
+    minutes: float | None = None  # wall-clock budget of the whole run, resumed parts included
+    accumulate: int = 1  # micro-batches per optimizer update
+    clip_norm: float | None = 1.0  # the paper does not clip; None or 0 turns clipping off
+    precision: str = "fp32"  # "bf16" autocast on CPU or GPU, "fp16" with a grad scaler on GPU
+    eval_every: int = 1000  # updates between evaluations (and checkpoints); 0: only at the end
+    log_every: int = 100
+    patience: int | None = None  # evaluations without improvement before stopping
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.epochs is None and self.max_steps is None and self.minutes is None:
+            raise ValueError("set at least one of epochs, max_steps or minutes")
+        for name in ("epochs", "max_steps", "patience"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        if self.minutes is not None and self.minutes <= 0:
+            raise ValueError(f"minutes must be positive, got {self.minutes}")
+        if self.accumulate < 1:
+            raise ValueError(f"accumulate must be at least 1, got {self.accumulate}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.eval_every < 0 or self.log_every < 1:
+            raise ValueError(f"bad eval_every={self.eval_every} or log_every={self.log_every}")
+
+
+@dataclass
+class TrainState:
+    """Counters saved in the checkpoint; ``epoch``/``batch_index`` is the next batch to train on."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_index: int = 0
+    elapsed_s: float = 0.0
+    tokens: int = 0
+    best_metric: float | None = None
+    best_step: int | None = None
+    bad_evals: int = 0
+    last_eval_step: int | None = None
+    last_eval: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class TrainResult:
+    """What :meth:`Trainer.fit` reports."""
+
+    steps: int
+    epochs: float
+    elapsed_s: float
+    stopped_by: str
+    best_metric: float | None
+    best_step: int | None
+    last_eval: dict[str, float]
+    tokens_per_s: float
+
+
+class Trainer:
+    """Trains ``model`` on ``train_data`` with ``task``'s loss; see the module docstring.
+
+    ``model`` must already be on ``device``. In a ``torchrun`` job (process group initialised)
+    it is wrapped in DistributedDataParallel and every rank must be given its own shard of
+    batches. ``save_best(model, evaluation)`` is called on rank 0 with the bare model whenever the
+    metric improves (and at the end when there is no validation data). ``run_dir`` receives
+    ``metrics.jsonl`` and ``checkpoint/``; without it nothing is written.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        task: Task,
+        optimizer: torch.optim.Optimizer,
+        train_data: EpochData,
+        config: TrainConfig,
+        scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+        run_dir: Path | str | None = None,
+        save_best: Callable[[nn.Module, dict[str, float]], None] | None = None,
+        device: torch.device | str | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        if config.precision == "fp16" and self.device.type != "cuda":
+            raise ValueError("precision 'fp16' needs a CUDA device; use 'bf16' on the CPU")
+        self.config = config
+        self.task = task
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.train_data = train_data
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.save_best = save_best
+        self.progress = progress
+        self.dist = D.current()
+        self.model = unwrap(model)
+        self.train_model: nn.Module = self.model
+        if self.dist.is_distributed:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        self.scaler = torch.amp.GradScaler("cuda") if config.precision == "fp16" else None
+        self.state = TrainState()
+        self._bar: Any = None
+
+    # --- one optimizer update ---------------------------------------------------------------------
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.config.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def _update(self, group: Sequence[Any]) -> tuple[float, int, int]:
+        """Forward/backward every micro-batch of ``group``, then one optimizer and scheduler step.
+
+        Returns this rank's summed loss, normaliser and token count.
+        """
+        model, opt, scaler = self.train_model, self.optimizer, self.scaler
+        model.train()
+        local = sum(self.task.normaliser(b) for b in group)
+        total = D.all_reduce_sum([local], device=self.device)[0]
+        # DDP averages gradients over ranks, so scale by world_size / (global normaliser).
+        factor = self.dist.world_size / max(total, 1.0)
+        loss_sum = torch.zeros((), device=self.device)
+        tokens = 0
+        for i, batch in enumerate(group):
+            last = i == len(group) - 1
+            no_sync = model.no_sync() if self.dist.is_distributed and not last else contextlib.nullcontext()
+            batch = batch.to(self.device)
+            with no_sync:
+                with self._autocast():
+                    loss = self.task.loss(model, batch)
+                scaled = loss * factor
+                (scaler.scale(scaled) if scaler is not None else scaled).backward()
+            loss_sum += loss.detach().float()
+            tokens += self.task.num_tokens(batch)
+        if scaler is not None:
+            scaler.unscale_(opt)
+        if self.config.clip_norm:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        opt.zero_grad(set_to_none=True)
+        return float(loss_sum), local, tokens
+
+    # --- the loop ---------------------------------------------------------------------------------
+
+    def fit(self, *, resume: bool = False) -> TrainResult:
+        """Train until a stop condition; with ``resume`` continue from ``run_dir/checkpoint/``."""
+        cfg = self.config
+        if resume:
+            self._restore()
+        else:
+            seed_everything(cfg.seed + self.dist.rank)  # dropout differs between ranks
+        st = self.state
+        start = time.monotonic() - st.elapsed_s
+        window = {"loss": 0.0, "norm": 0, "tokens": 0, "t": time.monotonic()}
+        stopped_by: str | None = None
+        plan: Sequence[Any] = ()
+        plan_epoch = -1
+        n = 1
+        with self._progress_bar():
+            while True:
+                stopped_by = self._stop_reason(time.monotonic() - start)
+                if stopped_by is not None:
+                    break
+                if plan_epoch != st.epoch:
+                    plan, plan_epoch = self.train_data.for_epoch(st.epoch), st.epoch
+                    # ranks must agree on the number of updates or DDP would wait forever
+                    n = D.all_reduce_min(len(plan), device=self.device)
+                    if n == 0:
+                        raise ValueError(f"no training batches in epoch {st.epoch}")
+                first = st.batch_index
+                group = [plan[i] for i in range(first, min(n, first + cfg.accumulate))]
+                loss, norm, tokens = self._update(group)
+                st.step += 1
+                st.batch_index = first + len(group)
+                if st.batch_index >= n:
+                    st.epoch, st.batch_index = st.epoch + 1, 0
+                st.elapsed_s = time.monotonic() - start
+                window["loss"] += loss
+                window["norm"] += norm
+                window["tokens"] += tokens
+                st.tokens += tokens
+                if self._bar is not None:
+                    self._bar.update(1)
+                if st.step % cfg.log_every == 0:
+                    self._log_train(window, n)
+                if cfg.eval_every and st.step % cfg.eval_every == 0:
+                    self._evaluate(n)
+                    self._checkpoint()
+            if st.last_eval_step != st.step:
+                self._evaluate(n)
+                self._checkpoint()
+        assert stopped_by is not None
+        if self.dist.is_main:
+            log.info("stopped by %s after %d updates (%.1fs)", stopped_by, st.step, st.elapsed_s)
+        return TrainResult(
+            steps=st.step,
+            epochs=round(st.epoch + st.batch_index / max(len(plan), 1), 4),
+            elapsed_s=st.elapsed_s,
+            stopped_by=stopped_by,
+            best_metric=st.best_metric,
+            best_step=st.best_step,
+            last_eval=dict(st.last_eval),
+            tokens_per_s=st.tokens * self.dist.world_size / max(st.elapsed_s, 1e-9),
+        )
+
+    def _stop_reason(self, elapsed: float) -> str | None:
+        cfg, st = self.config, self.state
+        reason = None
+        if cfg.max_steps is not None and st.step >= cfg.max_steps:
+            reason = "max_steps"
+        elif cfg.epochs is not None and st.epoch >= cfg.epochs:
+            reason = "epochs"
+        elif cfg.patience is not None and st.bad_evals >= cfg.patience:
+            reason = "patience"
+        elif cfg.minutes is not None and elapsed >= cfg.minutes * 60:
+            reason = "minutes"
+        # rank 0's clock and early-stopping counters decide for everyone
+        code = D.broadcast_int(STOP_REASONS.index(reason), device=self.device)
+        return STOP_REASONS[code]
+
+    # --- logging, evaluation, checkpoints ---------------------------------------------------------
+
+    def _lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def _epochs_done(self, n: int) -> float:
+        return round(self.state.epoch + self.state.batch_index / max(n, 1), 4)
+
+    def _log_train(self, window: dict[str, Any], n: int) -> None:
+        loss, norm, tokens = D.all_reduce_sum(
+            [window["loss"], window["norm"], window["tokens"]], device=self.device
+        )
+        now = time.monotonic()
+        record = {
+            "kind": "train",
+            "step": self.state.step,
+            "epoch": self._epochs_done(n),
+            "loss": loss / max(norm, 1.0),
+            "lr": self._lr(),
+            "tokens_per_s": tokens / max(now - window["t"], 1e-9),
+            "elapsed_s": round(self.state.elapsed_s, 3),
+        }
+        window.update(loss=0.0, norm=0, tokens=0, t=now)
+        if self._bar is not None:
+            self._bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
+                                  tok_s=f"{record['tokens_per_s']:,.0f}",
+                                  elapsed=_clock(record["elapsed_s"]), refresh=False)
+        else:
+            self._say(
+                f"step {record['step']} | epoch {record['epoch']:.2f} | loss {record['loss']:.4f} | "
+                f"lr {record['lr']:.3e} | {record['tokens_per_s']:,.0f} tok/s | "
+                f"{_clock(record['elapsed_s'])}"
+            )
+        self._write_metrics(record)
+
+    def _evaluate(self, n: int) -> None:
+        """Evaluate on rank 0, keep the best model, update the early-stopping counter."""
+        st = self.state
+        st.last_eval_step = st.step
+        if self.dist.is_main:
+            with self._autocast():
+                result = self.task.evaluate(self.model)
+            if result is None:  # no validation data: the last model is the one to keep
+                if self.save_best is not None:
+                    self.save_best(self.model, {})
+                st.best_step = st.step
+            else:
+                metric, higher = self.task.metric, self.task.higher_is_better
+                if metric not in result:  # e.g. no BLEU sample: select by validation loss
+                    metric, higher = "loss", False
+                value = float(result[metric])
+                better = st.best_metric is None or (
+                    value > st.best_metric if higher else value < st.best_metric
+                )
+                if better:
+                    st.best_metric, st.best_step, st.bad_evals = value, st.step, 0
+                    if self.save_best is not None:
+                        self.save_best(self.model, result)
+                else:
+                    st.bad_evals += 1
+                st.last_eval = {k: float(v) for k, v in result.items()}
+                record = {"kind": "valid", "step": st.step, "epoch": self._epochs_done(n),
+                          "lr": self._lr(), "elapsed_s": round(st.elapsed_s, 3), **st.last_eval}
+                figures = " | ".join(f"{k} {v:.4g}" for k, v in st.last_eval.items())
+                self._say(f"valid step {st.step} | {figures}" + (" | best" if better else ""))
+                self._write_metrics(record)
+        D.barrier()
+
+    def _checkpoint(self) -> None:
+        rngs = D.gather_to_main(rng_state())  # every rank's generators, for an exact resume
+        if self.run_dir is None or not self.dist.is_main:
+            D.barrier()
+            return
+        state = {
+            "trainer": asdict(self.state),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "rng": rngs,
+            "world_size": self.dist.world_size,
+        }
+        save_checkpoint(self.run_dir, model=self.model, state=state)
+        D.barrier()
+
+    def _restore(self) -> None:
+        if self.run_dir is None:
+            raise ValueError("resume needs a run_dir")
+        saved = load_checkpoint(self.run_dir, model=self.model, map_location="cpu")
+        where = self.run_dir / "checkpoint"
+        try:
+            self.optimizer.load_state_dict(saved["optimizer"])
+            if self.scheduler is not None and saved.get("scheduler") is not None:
+                self.scheduler.load_state_dict(saved["scheduler"])
+            if self.scaler is not None and saved.get("scaler") is not None:
+                self.scaler.load_state_dict(saved["scaler"])
+            self.state = TrainState(**saved["trainer"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise InputError(f"{where}: does not fit this run ({reason})") from None
+        rngs = saved.get("rng") or []
+        if len(rngs) == self.dist.world_size:
+            set_rng_state(rngs[self.dist.rank])
+        else:  # another number of processes: continue, but not bit-for-bit
+            log.warning("checkpoint has %d RNG states for %d processes; reseeding",
+                        len(rngs), self.dist.world_size)
+            seed_everything(self.config.seed + self.state.step + self.dist.rank)
+        if self.dist.is_main and self.run_dir is not None:
+            self._truncate_metrics(self.state.step)
+            log.info("resumed %s at update %d (epoch %d, batch %d)", self.run_dir,
+                     self.state.step, self.state.epoch, self.state.batch_index)
+
+    def _truncate_metrics(self, step: int) -> None:
+        """Drop metric lines written after the checkpoint, which the resumed run will redo."""
+        assert self.run_dir is not None
+        path = self.run_dir / METRICS_FILE
+        if not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    kept.append(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill
+        atomic_write_text(path, "".join(k + "\n" for k in kept))
+
+    def _write_metrics(self, record: dict[str, Any]) -> None:
+        if self.run_dir is None or not self.dist.is_main:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+
+    def _say(self, message: str) -> None:
+        if not self.dist.is_main:
+            return
+        if self._bar is not None:
+            self._bar.write(message)
+        else:
+            log.info(message)
+
+    @contextlib.contextmanager
+    def _progress_bar(self) -> Iterator[None]:
+        if not (self.progress and self.dist.is_main):
+            yield
+            return
+        from tqdm import tqdm
+
+        with tqdm(total=self.config.max_steps, initial=self.state.step, unit="step",
+                  dynamic_ncols=True, leave=True) as bar:
+            self._bar = bar
+            try:
+                yield
+            finally:
+                self._bar = None
+
+
+def _clock(seconds: float) -> str:
+    """``83.2`` -> ``"1m23s"``."""
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"

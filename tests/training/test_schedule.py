@@ -1,0 +1,78 @@
+"""The paper's learning-rate schedule (equation 3) and the peak-lr inverse square root."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+from transformer.training.optimizer import build_optimizer
+from transformer.training.schedule import (
+    LRSchedule,
+    build_scheduler,
+    inverse_sqrt_rate,
+    noam_rate,
+)
+
+
+def test_noam_is_equation_3():
+    d_model, warmup = 512, 4000
+    for step in (1, 10, 3999, 4000, 4001, 100_000):
+        expected = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+        assert noam_rate(step, d_model=d_model, warmup=warmup) == pytest.approx(expected)
+    assert noam_rate(10, d_model=512, warmup=4000, scale=2.0) == pytest.approx(
+        2 * noam_rate(10, d_model=512, warmup=4000)
+    )
+
+
+@pytest.mark.parametrize("kind", ["noam", "inverse_sqrt"])
+def test_warmup_peaks_at_warmup_then_decays_as_inverse_sqrt(kind):
+    warmup = 50
+    schedule = LRSchedule(kind=kind, warmup=warmup, d_model=64, peak_lr=3e-3)
+    rates = [schedule.rate(s) for s in range(1, 4 * warmup + 1)]
+    assert max(range(len(rates)), key=rates.__getitem__) + 1 == warmup
+    # linear rise: rate(s) = s * rate(1)
+    for s in (2, 10, warmup):
+        assert schedule.rate(s) == pytest.approx(s * schedule.rate(1))
+    # inverse square root after: four times the steps, half the rate
+    for s in (warmup, 2 * warmup, 3 * warmup):
+        assert schedule.rate(4 * s) == pytest.approx(schedule.rate(s) / 2)
+
+
+def test_inverse_sqrt_peak_is_peak_lr():
+    assert inverse_sqrt_rate(100, peak_lr=5e-4, warmup=100) == pytest.approx(5e-4)
+    assert inverse_sqrt_rate(400, peak_lr=5e-4, warmup=100) == pytest.approx(2.5e-4)
+
+
+def test_scheduler_sets_the_optimizer_lr_once_per_step_and_round_trips():
+    model = torch.nn.Linear(3, 3)
+    opt = build_optimizer(model)
+    schedule = LRSchedule(kind="noam", warmup=10, d_model=32)
+    sched = build_scheduler(opt, schedule=schedule)
+    for update in range(1, 16):
+        assert opt.param_groups[0]["lr"] == pytest.approx(schedule.rate(update))
+        opt.step()
+        sched.step()
+    buffer = io.BytesIO()
+    torch.save(sched.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    opt2 = build_optimizer(model)
+    sched2 = build_scheduler(opt2, schedule=LRSchedule(kind="noam", warmup=10, d_model=32))
+    sched2.load_state_dict(state)
+    assert sched2.last_epoch == sched.last_epoch
+    assert sched2.get_last_lr() == pytest.approx(sched.get_last_lr())
+
+
+def test_adam_has_the_papers_settings():
+    opt = build_optimizer(torch.nn.Linear(2, 2))
+    group = opt.param_groups[0]
+    assert isinstance(opt, torch.optim.Adam)
+    assert group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9
+
+
+@pytest.mark.parametrize("kwargs", [{"kind": "cosine"}, {"warmup": 0}, {"d_model": 0}, {"peak_lr": 0}])
+def test_bad_schedule_raises(kwargs):
+    with pytest.raises(ValueError):
+        LRSchedule(**kwargs)

@@ -1,0 +1,193 @@
+"""The training loop: accumulation, exact resume, stop conditions, metrics, best model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from transformer.training.checkpoint import load_checkpoint
+from transformer.training.optimizer import build_optimizer
+from transformer.training.schedule import LRSchedule, build_scheduler
+from transformer.training.task import TranslationTask
+from transformer.training.trainer import TrainConfig, Trainer
+
+
+def make_trainer(synth, *, data, model=None, optimizer=None, scheduler=True, run_dir=None,
+                 task=None, dropout=0.0, **cfg):
+    model = model if model is not None else synth.tiny_model(dropout=dropout)
+    optimizer = optimizer if optimizer is not None else build_optimizer(model)
+    sched = None
+    if scheduler:
+        sched = build_scheduler(optimizer, schedule=LRSchedule(kind="inverse_sqrt", warmup=3,
+                                                               peak_lr=1e-2))
+    cfg.setdefault("log_every", 1)
+    cfg.setdefault("eval_every", 0)
+    return Trainer(model=model, task=task or TranslationTask(), optimizer=optimizer,
+                   scheduler=sched, train_data=data, config=TrainConfig(**cfg), run_dir=run_dir)
+
+
+def params(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_accumulating_k_micro_batches_equals_one_batch_k_times_larger(synth, k):
+    pairs = synth.make_pairs(6 * k, seed=1)
+    micro = [synth.collate(pairs[i : i + 6]) for i in range(0, len(pairs), 6)]
+    whole = [synth.collate(pairs)]
+    results = []
+    for batches, accumulate in ((micro, k), (whole, 1)):
+        model = synth.tiny_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)  # Adam's first step is sign-like: too touchy
+        trainer = make_trainer(synth, data=synth.ListData(batches, shuffle=False), model=model,
+                               optimizer=opt, scheduler=False, accumulate=accumulate, max_steps=2,
+                               clip_norm=None)
+        trainer.fit()
+        results.append(params(model))
+    for name in results[0]:
+        torch.testing.assert_close(results[0][name], results[1][name], atol=1e-5, rtol=1e-5)
+
+
+def test_a_tiny_model_learns_to_reverse(synth):
+    pairs = synth.make_pairs(256, seed=0, max_len=5)
+    batches = [synth.collate(pairs[i : i + 32]) for i in range(0, 256, 32)]
+    model = synth.tiny_model()
+    trainer = make_trainer(synth, data=synth.ListData(batches), model=model, epochs=3)
+    losses = []
+    trainer._log_train_orig = trainer._log_train
+
+    def capture(window, n):
+        losses.append(window["loss"] / window["norm"])
+        trainer._log_train_orig(window, n)
+
+    trainer._log_train = capture
+    result = trainer.fit()
+    assert result.stopped_by == "epochs" and result.steps == 24
+    assert sum(losses[-4:]) / 4 < 0.8 * sum(losses[:4]) / 4
+
+
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_resume_continues_exactly(synth, tmp_path, accumulate):
+    """N updates straight == N/2 updates, stop, resume, N/2 more (dropout on: RNG state matters)."""
+    pairs = synth.make_pairs(40, seed=3)
+    batches = [synth.collate(pairs[i : i + 8]) for i in range(0, 40, 8)]  # 5 batches per epoch
+    n = 8
+
+    def run(run_dir, max_steps, resume=False):
+        model = synth.tiny_model(dropout=0.2, seed=7)
+        trainer = make_trainer(synth, data=synth.ListData(batches, seed=5), model=model,
+                               run_dir=run_dir, max_steps=max_steps, accumulate=accumulate,
+                               eval_every=3, seed=11)
+        trainer.fit(resume=resume)
+        return model
+
+    straight = run(tmp_path / "straight", n)
+    run(tmp_path / "split", n // 2)
+    resumed = run(tmp_path / "split", n, resume=True)
+    for name, value in straight.state_dict().items():
+        assert torch.equal(value, resumed.state_dict()[name]), name
+    # the metrics of the split run are those of the straight run, step for step
+    def steps(path):
+        return [(r["kind"], r["step"]) for r in map(json.loads, path.read_text().splitlines())]
+    assert steps(tmp_path / "split" / "metrics.jsonl") == steps(tmp_path / "straight" / "metrics.jsonl")
+
+
+def test_checkpoint_holds_the_data_position(synth, tmp_path):
+    batches = [synth.collate(synth.make_pairs(4, seed=i)) for i in range(5)]
+    trainer = make_trainer(synth, data=synth.ListData(batches), run_dir=tmp_path, max_steps=7)
+    trainer.fit()
+    state = load_checkpoint(tmp_path, model=synth.tiny_model())
+    assert state["trainer"]["step"] == 7
+    assert (state["trainer"]["epoch"], state["trainer"]["batch_index"]) == (1, 2)
+    assert state["scheduler"]["last_epoch"] == 7
+
+
+def test_metrics_jsonl_has_every_logged_step_and_evaluation(synth, tmp_path):
+    pairs = synth.make_pairs(24, seed=2)
+    batches = [synth.collate(pairs[i : i + 6]) for i in range(0, 24, 6)]
+    task = TranslationTask(valid_batches=batches[:1])
+    trainer = make_trainer(synth, data=synth.ListData(batches), run_dir=tmp_path, task=task,
+                           max_steps=6, log_every=2, eval_every=3)
+    trainer.fit()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    valid = [r for r in records if r["kind"] == "valid"]
+    assert [r["step"] for r in train] == [2, 4, 6]
+    assert [r["step"] for r in valid] == [3, 6]
+    for r in train:
+        assert {"kind", "step", "epoch", "loss", "lr", "tokens_per_s", "elapsed_s"} <= set(r)
+    for r in valid:
+        assert {"kind", "step", "epoch", "loss"} <= set(r)
+
+
+class ConstantTask(TranslationTask):
+    """A validation metric that never improves after the first evaluation."""
+
+    metric = "accuracy"
+
+    def evaluate(self, model):
+        return {"loss": 1.0, "accuracy": 0.5}
+
+
+def test_early_stopping_after_patience_evaluations_without_improvement(synth):
+    batches = [synth.collate(synth.make_pairs(4, seed=i)) for i in range(3)]
+    saved = []
+    trainer = make_trainer(synth, data=synth.ListData(batches), task=ConstantTask(),
+                           max_steps=100, eval_every=2, patience=3)
+    trainer.save_best = lambda model, result: saved.append(result)
+    result = trainer.fit()
+    assert result.stopped_by == "patience"
+    assert result.steps == 8  # first evaluation sets the best, three more fail to beat it
+    assert result.best_step == 2 and len(saved) == 1
+
+
+def test_stops_on_epochs_and_minutes(synth):
+    batches = [synth.collate(synth.make_pairs(4, seed=i)) for i in range(3)]
+    result = make_trainer(synth, data=synth.ListData(batches), epochs=2, accumulate=2).fit()
+    assert (result.stopped_by, result.steps) == ("epochs", 4)  # 2 updates of 2 + 1 micro-batches
+    result = make_trainer(synth, data=synth.ListData(batches), minutes=1e-6).fit()
+    assert result.stopped_by == "minutes" and result.steps <= 1
+
+
+def test_best_model_follows_the_metric(synth):
+    batches = [synth.collate(synth.make_pairs(4, seed=i)) for i in range(3)]
+
+    class Improving(TranslationTask):
+        metric, higher_is_better = "f1", True
+        calls = 0
+
+        def evaluate(self, model):
+            self.calls += 1
+            return {"loss": 0.0, "f1": [0.2, 0.5, 0.4, 0.6][self.calls - 1]}
+
+    saved = []
+    trainer = make_trainer(synth, data=synth.ListData(batches), task=Improving(), max_steps=4,
+                           eval_every=1)
+    trainer.save_best = lambda model, result: saved.append(result["f1"])
+    result = trainer.fit()
+    assert saved == [0.2, 0.5, 0.6] and result.best_metric == 0.6 and result.best_step == 4
+
+
+def test_bf16_autocast_trains_on_cpu(synth):
+    batches = [synth.collate(synth.make_pairs(8, seed=i)) for i in range(2)]
+    model = synth.tiny_model()
+    before = params(model)
+    result = make_trainer(synth, data=synth.ListData(batches), model=model, max_steps=2,
+                          precision="bf16").fit()
+    assert result.steps == 2
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_fp16_needs_a_gpu(synth):
+    with pytest.raises(ValueError, match="fp16"):
+        make_trainer(synth, data=synth.ListData([]), max_steps=1, precision="fp16", )
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"max_steps": 0}, {"max_steps": 1, "accumulate": 0},
+                                    {"max_steps": 1, "precision": "fp8"}])
+def test_bad_train_config(kwargs):
+    with pytest.raises(ValueError):
+        TrainConfig(**kwargs)
