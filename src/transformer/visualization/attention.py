@@ -17,7 +17,14 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from transformer.visualization.figures import check_tokens, new_figure, save_figure, style
+from transformer.visualization.figures import (
+    check_tokens,
+    new_figure,
+    save_figure,
+    style,
+    title_height,
+    wrap_title,
+)
 
 CELL = 0.32  # inches per token in a grid panel
 ALIGNMENT_CELL = 0.42  # inches per token in the alignment picture
@@ -78,7 +85,7 @@ def plot_attention_grid(
     left = _label_width(rows_text) * font / 8 if labels else 0.2
     bottom = _label_width(cols_text) * font / 8 if labels else 0.2
     width = n_cols * (lk * cell + 0.2) + left + 1.0
-    height = n_rows * (lq * cell + 0.35) + bottom + (0.5 if title else 0.2)
+    height = n_rows * (lq * cell + 0.35) + bottom + 0.3 + title_height(title, width)
     vmax = max(float(w.max()) for w in layers) or 1.0
     with style():
         fig = new_figure(width, height)
@@ -100,7 +107,7 @@ def plot_attention_grid(
         fig.colorbar(image, ax=axes, shrink=min(1.0, 4.0 / height + 0.3),
                      label="attention weight")
         if title:
-            fig.suptitle(title)
+            fig.suptitle(wrap_title(title, width))
     return fig
 
 
@@ -129,8 +136,8 @@ def plot_alignment(
     font = max(4.0, min(9.0, cell * 24))
     left = _label_width(rows_text) * font / 8 if labels else 0.2
     top = _label_width(cols_text) * font / 8 if labels else 0.2
-    width = s * cell + left + 1.3
-    height = t * cell + top + (0.6 if title else 0.2)
+    width = max(s * cell + left + 1.3, 4.0)
+    height = t * cell + top + 0.4 + title_height(title, width)
     with style():
         fig = new_figure(width, height)
         ax = fig.subplots()
@@ -147,7 +154,7 @@ def plot_alignment(
         ax.set_ylabel("target")
         fig.colorbar(image, ax=ax, shrink=min(1.0, 3.0 / height + 0.4), label="attention weight")
         if title:
-            fig.suptitle(title)
+            fig.suptitle(wrap_title(title, width))
     if path is not None:
         save_figure(fig, path, svg=svg)
     return fig

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import textwrap
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -49,6 +50,16 @@ def style() -> Iterator[None]:
 def new_figure(width: float, height: float) -> Figure:
     """A Figure of ``width`` x ``height`` inches with constrained layout (no pyplot involved)."""
     return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+
+
+def wrap_title(title: str, width: float) -> str:
+    """``title`` broken into lines that fit a figure ``width`` inches wide (at 10 points)."""
+    return "\n".join(textwrap.wrap(title, width=max(20, int(width / 0.085)))) or title
+
+
+def title_height(title: str, width: float) -> float:
+    """Inches that :func:`wrap_title`'s lines take (nothing for no title)."""
+    return 0.2 + 0.2 * wrap_title(title, width).count("\n") if title else 0.0
 
 
 def display_token(piece: str) -> str:
