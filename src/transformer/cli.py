@@ -197,11 +197,19 @@ def _add_attention(sub: argparse._SubParsersAction) -> None:
         if args.max_len is not None and args.max_len < 1:
             raise InputError(f"--max-len must be positive, got {args.max_len}")
 
+        import torch
+
         from transformer.training.checkpoint import load_model_dir
         from transformer.visualization.figures import save_figure
         from transformer.visualization.sentence import draw_attention, sentence_attention
 
-        loaded = load_model_dir(args.model, device=args.device)
+        try:
+            device = torch.device(args.device)
+        except RuntimeError:
+            raise InputError(f"--device {args.device!r} is not a torch device") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise InputError(f"--device {args.device}: CUDA is not available")
+        loaded = load_model_dir(args.model, device=device)
         att = sentence_attention(loaded, args.sentence, max_len=args.max_len)
         classifier = att.task == "classification"
         kind = args.kind or ("encoder" if classifier else "cross")

@@ -140,3 +140,10 @@ def test_attention_layer_out_of_range_exits_2(translation_dir, tmp_path, capsys)
     assert main(["attention", "--model", str(translation_dir), "a man", "--kind", "alignment",
                  "--layer", "3", "--out", str(tmp_path / "a.png")]) == 2
     assert "1..2" in capsys.readouterr().err
+
+
+def test_attention_unavailable_device_exits_2(translation_dir, tmp_path, capsys):
+    device = "cuda" if not torch.cuda.is_available() else "bogus"
+    assert main(["attention", "--model", str(translation_dir), "a man", "--device", device,
+                 "--out", str(tmp_path / "a.png")]) == 2
+    assert "--device" in capsys.readouterr().err
