@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 
@@ -63,8 +64,17 @@ class KVCache:
         """Keep batch rows ``index`` (B',) in that order: beam search's selection step."""
         if self._key is None:
             return
-        self._key = self._key.index_select(0, index)
-        self._value = self._value.index_select(0, index)  # type: ignore[union-attr]
+        assert self._value is not None
+        if self._key.requires_grad or self._value.requires_grad:  # out= cannot record autograd
+            self._key, self._value = self._key.index_select(0, index), self._value.index_select(0, index)
+            return
+        # Copy only the filled positions (storage can be up to twice as long): beam search does
+        # this every step, so it is a large share of its memory traffic.
+        key = self._key.new_empty(index.numel(), *self._key.shape[1:])
+        value = self._value.new_empty(index.numel(), *self._value.shape[1:])
+        torch.index_select(self.key, 0, index, out=key[:, :, : self.length])
+        torch.index_select(self.value, 0, index, out=value[:, :, : self.length])
+        self._key, self._value = key, value
 
     def reset(self) -> None:
         self._key = self._value = None
