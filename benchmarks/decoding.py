@@ -1,0 +1,230 @@
+"""Decoding benchmark: tokens per second of greedy and beam-5 decoding, with and without the
+key/value cache, and against Hugging Face ``transformers`` on a model of the same size.
+
+The model has the shape of ``ModelConfig.small`` (d_model 256, 4 heads, 3 + 3 layers, d_ff 1024)
+with an 8000-token shared vocabulary and random weights; the Hugging Face model is a
+``MarianMTModel`` built from a ``MarianConfig`` of the same shape (random weights, nothing
+downloaded; ReLU, shared and tied embeddings like ours). Every output is forced to the same length
+(EOS forbidden before it: our ``min_len``, their ``min_new_tokens``), so all runs produce exactly
+``batch x length`` tokens. For each output length the runs are interleaved and repeated, and the
+fastest repeat of each counts, so the ratios are side by side on the same (shared, noisy) CPU.
+
+- ``cache``: our decoding with the key/value cache (the default).
+- ``no cache``: ``use_cache=False``: the whole prefix goes through the decoder every step (and, as
+  in any loop over ``model.decode``, every position is projected onto the vocabulary).
+- ``HF``: ``MarianMTModel.generate(num_beams=1 or 5, do_sample=False)`` with its cache.
+
+    .venv/bin/python benchmarks/decoding.py            # writes benchmarks/results/decoding.json
+    .venv/bin/python benchmarks/decoding.py --quick    # smoke run of seconds (JSON to the temp dir)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from transformer import ModelConfig, Transformer
+from transformer.decoding import beam_search, greedy_decode
+
+RESULTS = Path(__file__).resolve().parent / "results" / "decoding.json"
+PAD, BOS, EOS = 0, 2, 3
+
+
+def build_models(*, vocab: int, d_model: int, heads: int, layers: int, d_ff: int, hf: bool):
+    """Our Transformer and (optionally) a Hugging Face Marian model of the same shape."""
+    config = ModelConfig(
+        src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, num_heads=heads,
+        num_encoder_layers=layers, num_decoder_layers=layers, d_ff=d_ff, dropout=0.0,
+        max_len=256, share_embeddings=True, tie_embeddings=True,
+    )
+    torch.manual_seed(0)
+    ours = Transformer(config).eval()
+    theirs = None
+    if hf:
+        from transformers import MarianConfig, MarianMTModel
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        theirs = MarianMTModel(
+            MarianConfig(
+                vocab_size=vocab, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+                encoder_attention_heads=heads, decoder_attention_heads=heads,
+                encoder_ffn_dim=d_ff, decoder_ffn_dim=d_ff, max_position_embeddings=256,
+                activation_function="relu", dropout=0.0, attention_dropout=0.0,
+                activation_dropout=0.0, pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS,
+                decoder_start_token_id=BOS, forced_eos_token_id=None,
+            )
+        ).eval()
+    return ours, theirs
+
+
+def random_sources(*, batch: int, src_len: int, vocab: int, seed: int) -> torch.Tensor:
+    """(batch, src_len) ids, right-padded, lengths spread over [src_len / 2, src_len]."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.full((batch, src_len), PAD, dtype=torch.long)
+    for i in range(batch):
+        n = src_len // 2 + int(torch.randint(0, src_len - src_len // 2 + 1, (1,), generator=g))
+        src[i, :n] = torch.randint(4, vocab, (n,), generator=g)
+    return src
+
+
+def timed(fn: Callable[[], int]) -> tuple[float, float, int]:
+    """Run ``fn``: (wall seconds, CPU seconds of this process, tokens)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    tokens = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, tokens
+
+
+def runners(ours, theirs, src: torch.Tensor, *, length: int, beam: int) -> dict[str, Callable[[], int]]:
+    """name -> a function that decodes the batch at the forced ``length`` and returns the number
+    of tokens produced (checked to be batch x length)."""
+    kw = dict(bos_id=BOS, eos_id=EOS, max_len=length, min_len=length)
+
+    def ours_fn(use_cache: bool) -> Callable[[], int]:
+        def run() -> int:
+            if beam == 1:
+                out = greedy_decode(ours, src, use_cache=use_cache, **kw)
+            else:
+                out = beam_search(ours, src, beam_size=beam, use_cache=use_cache, **kw)
+            assert all(len(ids) == length for ids in out), "output length not forced"
+            return sum(len(ids) for ids in out)
+
+        return run
+
+    fns = {"cache": ours_fn(True), "no cache": ours_fn(False)}
+    if theirs is not None:
+        mask = (src != PAD).long()
+
+        def hf() -> int:
+            with torch.inference_mode():
+                out = theirs.generate(
+                    input_ids=src, attention_mask=mask, max_new_tokens=length,
+                    min_new_tokens=length, num_beams=beam, do_sample=False,
+                )
+            new = out[:, 1:]  # without the decoder start token
+            assert new.shape == (src.size(0), length) and not bool((new == PAD).any())
+            return new.numel()
+
+        fns["HF"] = hf
+    return fns
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[25, 50, 100])
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--src-len", type=int, default=24)
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--d-ff", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of the cached runs")
+    parser.add_argument("--uncached-repeats", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face transformers")
+    parser.add_argument("--output", type=Path, default=None, help=f"default {RESULTS}")
+    args = parser.parse_args()
+    if args.quick:
+        args.lengths, args.batch, args.src_len, args.repeats = [5, 10], 4, 8, 1
+        args.vocab, args.d_model, args.d_ff, args.layers = 500, 64, 128, 2
+    if args.output is None:  # a smoke run never overwrites the real figures
+        args.output = Path(tempfile.gettempdir()) / "decoding_quick.json" if args.quick else RESULTS
+    torch.set_num_threads(args.threads)
+
+    ours, theirs = build_models(vocab=args.vocab, d_model=args.d_model, heads=args.heads,
+                                layers=args.layers, d_ff=args.d_ff, hf=not args.no_hf)
+    src = random_sources(batch=args.batch, src_len=args.src_len, vocab=args.vocab, seed=0)
+    # warm-up: first calls allocate and pick kernels
+    for fn in runners(ours, theirs, src, length=3, beam=5).values():
+        fn()
+
+    rows = []
+    for beam, method in ((1, "greedy"), (5, "beam 5")):
+        for length in args.lengths:
+            fns = runners(ours, theirs, src, length=length, beam=beam)
+            best: dict[str, float] = {}
+            best_cpu: dict[str, float] = {}
+            for rep in range(max(args.repeats, args.uncached_repeats)):
+                for name, fn in fns.items():  # interleaved: each repeat runs every variant
+                    if name == "no cache" and rep >= args.uncached_repeats:
+                        continue
+                    if name != "no cache" and rep >= args.repeats:
+                        continue
+                    seconds, cpu_seconds, tokens = timed(fn)
+                    best[name] = min(best.get(name, float("inf")), seconds)
+                    best_cpu[name] = min(best_cpu.get(name, float("inf")), cpu_seconds)
+            tps = {name: tokens / s for name, s in best.items()}
+            cpu_tps = {name: tokens / s for name, s in best_cpu.items()}
+            row = {
+                "method": method,
+                "length": length,
+                "tokens": tokens,
+                "tokens_per_s": {k: round(v, 1) for k, v in tps.items()},
+                "tokens_per_cpu_s": {k: round(v, 1) for k, v in cpu_tps.items()},
+                "cache_speedup": round(tps["cache"] / tps["no cache"], 2),
+                "cache_speedup_cpu": round(cpu_tps["cache"] / cpu_tps["no cache"], 2),
+            }
+            if "HF" in tps:
+                row["ours_over_hf"] = round(tps["cache"] / tps["HF"], 2)
+                row["ours_over_hf_cpu"] = round(cpu_tps["cache"] / cpu_tps["HF"], 2)
+            rows.append(row)
+            print_row(row, header=len(rows) == 1)
+
+    result = {
+        "benchmark": "decoding",
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "model": {"vocab": args.vocab, "d_model": args.d_model, "heads": args.heads,
+                  "layers": args.layers, "d_ff": args.d_ff,
+                  "parameters": ours.num_parameters()},
+        "batch": args.batch,
+        "src_len_max": args.src_len,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "uncached_repeats": args.uncached_repeats,
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": _transformers_version(),
+        },
+        "rows": rows,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {args.output}")
+    return 0
+
+
+def print_row(row: dict, *, header: bool) -> None:
+    if header:
+        print("tokens/s of wall-clock time; 'cpu' columns: the same ratios in CPU time of this process")
+        print(f"{'method':8} {'length':>6} {'cache tok/s':>12} {'no cache tok/s':>15} "
+              f"{'cache x':>8} {'(cpu)':>6} {'HF tok/s':>9} {'ours/HF':>8} {'(cpu)':>6}")
+    tps = row["tokens_per_s"]
+    hf = (f"{tps['HF']:9.0f} {row['ours_over_hf']:8.2f} {row['ours_over_hf_cpu']:6.2f}"
+          if "HF" in tps else f"{'-':>9} {'-':>8} {'-':>6}")
+    print(f"{row['method']:8} {row['length']:6d} {tps['cache']:12.0f} {tps['no cache']:15.0f} "
+          f"{row['cache_speedup']:8.2f} {row['cache_speedup_cpu']:6.2f} {hf}", flush=True)
+
+
+def _transformers_version() -> str | None:
+    try:
+        import transformers
+    except ImportError:
+        return None
+    return transformers.__version__
+
+
+if __name__ == "__main__":
+    sys.exit(main())
