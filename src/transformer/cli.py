@@ -523,7 +523,494 @@ def _add_classify(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(handler=_classify_evaluate)
 
 
-VERBS: list[Callable[[argparse._SubParsersAction], None]] = [_add_version, _add_memory, _add_attention, _add_plot, _add_classify]
+# --- train and demo (translation) -------------------------------------------------------------
+
+# flag, field of ModelConfig, type, help: all default to the preset's value
+_MODEL_FLAGS = (
+    ("--d-model", "d_model", int, "model width (d_model)"),
+    ("--num-heads", "num_heads", int, "attention heads (h)"),
+    ("--encoder-layers", "num_encoder_layers", int, "encoder layers (N)"),
+    ("--decoder-layers", "num_decoder_layers", int, "decoder layers (N)"),
+    ("--d-ff", "d_ff", int, "feed-forward inner width (d_ff)"),
+    ("--dropout", "dropout", float, "dropout on sub-layer outputs and embeddings (P_drop)"),
+    ("--attention-dropout", "attention_dropout", float, "dropout on attention weights (paper: 0)"),
+    ("--activation-dropout", "activation_dropout", float, "dropout inside the feed-forward network"),
+    ("--max-len", "max_len", int, "longest sequence in tokens (longer pairs: --on-long)"),
+    ("--activation", "activation", str, "relu (paper) or gelu"),
+    ("--positional", "positional", str, "sinusoidal (paper) or learned"),
+)
+# flag, field of TranslationTrainConfig, type, help: None means the configuration's default
+_TRAIN_FLAGS = (
+    ("--vocab-size", "vocab_size", int, "SentencePiece vocabulary size (default 8000)"),
+    ("--model-type", "model_type", str, "tokenizer: bpe (default), unigram, char or word"),
+    ("--max-tokens", "max_tokens", int, "tokens per micro-batch and process, padding included (default 4096)"),
+    ("--accumulate", "accumulate", int, "micro-batches per optimizer update (default 1)"),
+    ("--schedule", "schedule", str, "noam (the paper's equation 3; default for base/big), "
+     "inverse_sqrt (peak --lr; default for tiny/small) or constant"),
+    ("--warmup", "warmup", int, "warmup updates (default: 4000 for base/big, 400 for tiny/small)"),
+    ("--lr-scale", "lr_scale", float, "noam: factor on equation 3 (default 1)"),
+    ("--lr", "lr", float, "inverse_sqrt/constant: the peak learning rate (default 1e-3)"),
+    ("--adam-eps", "adam_eps", float, "Adam epsilon (default 1e-9)"),
+    ("--weight-decay", "weight_decay", float, "decoupled weight decay, AdamW (default 0, as the paper)"),
+    ("--label-smoothing", "label_smoothing", float, "epsilon_ls (default 0.1)"),
+    ("--clip-norm", "clip_norm", float, "gradient-norm clipping, 0 turns it off (default 1)"),
+    ("--precision", "precision", str, "fp32 (default), bf16 (CPU or GPU) or fp16 (GPU, grad scaler)"),
+    ("--eval-every", "eval_every", int, "updates between validations and checkpoints (default 500)"),
+    ("--log-every", "log_every", int, "updates between log lines (default 50)"),
+    ("--bleu-sample", "bleu_sample", int, "validation sentences translated for BLEU (default 500)"),
+    ("--metric", "metric", str, "selects the best model: bleu (default), chrf or exact_match"),
+    ("--on-long", "on_long", str, "pairs longer than --max-len: truncate (default) or filter"),
+)
+_STOP_FLAGS = (
+    ("--epochs", "epochs", int, "stop after this many epochs"),
+    ("--max-steps", "max_steps", int, "stop after this many optimizer updates"),
+    ("--minutes", "minutes", float, "stop after this much wall-clock time (the whole run)"),
+    ("--patience", "patience", int, "stop after this many validations without improvement"),
+)
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    return args.progress if args.progress is not None else sys.stderr.isatty()
+
+
+def _train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from transformer.training import distributed
+    from transformer.training.translation import (
+        STOP_FIELDS,
+        TranslationTrainConfig,
+        resume_translation,
+        train_translation,
+    )
+
+    _set_threads(args.threads)
+    stop = {field: getattr(args, field) for _, field, _, _ in _STOP_FLAGS}
+    try:
+        if args.resume is not None:
+            given = [flag for flag, field, _, _ in (*_MODEL_FLAGS, *_TRAIN_FLAGS)
+                     if getattr(args, field) is not None]
+            given += [f"--{name}" for name in ("data", "train_src", "valid_src", "preset", "out")
+                      if getattr(args, name) is not None]
+            if given:
+                raise InputError(
+                    f"--resume continues with the stored configuration; {given[0]} cannot change "
+                    f"(only {', '.join('--' + f.replace('_', '-') for f in STOP_FIELDS)} can)"
+                )
+            summary = resume_translation(args.resume, device=args.device,
+                                         progress=_progress(args), **stop)
+        else:
+            run_dir = Path(args.out or "runs/train")
+            if (run_dir / "config.json").exists() and not args.overwrite:
+                raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace "
+                                 f"it or --resume {run_dir} to continue it")
+            if args.overwrite:
+                import shutil
+
+                for name in ("checkpoint", "metrics.jsonl"):
+                    path = run_dir / name
+                    shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+            preset = args.preset or "small"
+            model = {field: getattr(args, field) for _, field, _, _ in _MODEL_FLAGS
+                     if getattr(args, field) is not None}
+            for flag in ("norm_first", "share_embeddings", "tie_embeddings"):
+                if getattr(args, flag):
+                    model[flag] = True
+            if args.layers is not None:
+                model.setdefault("num_encoder_layers", args.layers)
+                model.setdefault("num_decoder_layers", args.layers)
+            options = {field: getattr(args, field) for _, field, _, _ in _TRAIN_FLAGS
+                       if getattr(args, field) is not None}
+            # base and big: the paper's schedule; tiny and small are for short CPU runs of a few
+            # hundred to a few thousand updates, where 4000 warmup updates would never end
+            paper = preset in ("base", "big")
+            options.setdefault("schedule", "noam" if paper else "inverse_sqrt")
+            options.setdefault("warmup", 4000 if paper else 400)
+            if options.get("clip_norm") == 0:
+                options["clip_norm"] = None
+            if all(v is None for k, v in stop.items() if k != "patience"):
+                stop["epochs"] = 10
+            explicit = args.train_src is not None or args.train_tgt is not None
+            config = TranslationTrainConfig(
+                data=None if explicit else (args.data or "multi30k"),
+                src_lang=args.src, tgt_lang=args.tgt,
+                train_src=args.train_src, train_tgt=args.train_tgt,
+                valid_src=args.valid_src, valid_tgt=args.valid_tgt,
+                joint=args.joint, byte_fallback=not args.no_byte_fallback,
+                preset=preset, model=model, seed=args.seed,
+                adam_betas=tuple(args.adam_betas) if args.adam_betas else (0.9, 0.98),
+                **options, **{k: v for k, v in stop.items() if v is not None},
+            )
+            summary = train_translation(config, run_dir=run_dir, device=args.device,
+                                        progress=_progress(args))
+    except ValueError as err:
+        if isinstance(err, InputError):
+            raise
+        raise InputError(str(err).splitlines()[0]) from None
+    finally:
+        distributed.shutdown()
+    if distributed.current().is_main:
+        if args.json:
+            emit_json(summary)
+        else:
+            best = summary["best_metric"]
+            figure = f"best validation {summary['metric']} {best:.4g} at update " \
+                     f"{summary['best_step']}" if best is not None else "no validation data"
+            print(f"model written to {summary['run_dir']} ({summary['parameters']:,} parameters, "
+                  f"{summary['steps']} updates, {summary['epochs']:.2f} epochs, "
+                  f"{summary['train_s']:.0f}s, stopped by {summary['stopped_by']}); {figure}")
+    return 0
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a translation model (Multi30k by name, or any parallel text files)",
+        description="Train an encoder-decoder Transformer. Data: --data multi30k --src en --tgt de, "
+        "or --train-src/--train-tgt (and --valid-src/--valid-tgt) files. The run directory gets "
+        "config.json, model.safetensors (best by validation), tokenizer/, checkpoint/ and "
+        "metrics.jsonl; --resume RUN_DIR continues exactly. Under torchrun every process trains "
+        "on its shard (torchrun --nproc-per-node 2 -m transformer train ...).",
+    )
+    data = p.add_argument_group("data")
+    data.add_argument("--data", choices=("multi30k", "numbers"), help="a corpus by name (default multi30k)")
+    data.add_argument("--src", default="en", help="source language of --data (default en)")
+    data.add_argument("--tgt", default="de", help="target language of --data (default de)")
+    for name in ("train-src", "train-tgt", "valid-src", "valid-tgt"):
+        data.add_argument(f"--{name}", metavar="FILE", help="parallel text, one sentence a line (.gz ok)")
+    tok = p.add_argument_group("tokenizer")
+    tok.add_argument("--joint", dest="joint", action="store_true", default=True,
+                     help="one vocabulary for both languages (default)")
+    tok.add_argument("--separate", dest="joint", action="store_false", help="one vocabulary per language")
+    tok.add_argument("--no-byte-fallback", action="store_true",
+                     help="unknown characters become <unk> instead of UTF-8 byte pieces")
+    model = p.add_argument_group("model (defaults: the preset's)")
+    model.add_argument("--preset", choices=("tiny", "small", "base", "big"),
+                       help="model shape (default small; base and big are the paper's Table 3)")
+    model.add_argument("--layers", type=int, help="encoder and decoder layers at once")
+    for flag, field, kind, text in _MODEL_FLAGS:
+        model.add_argument(flag, dest=field, type=kind, help=text)
+    model.add_argument("--norm-first", action="store_true", help="pre-LN instead of the paper's post-LN")
+    model.add_argument("--share-embeddings", action="store_true",
+                       help="one embedding table for both languages (needs --joint)")
+    model.add_argument("--tie-embeddings", action="store_true",
+                       help="output projection = target embedding (section 3.4)")
+    train = p.add_argument_group("training")
+    for flag, field, kind, text in (*_TRAIN_FLAGS, *_STOP_FLAGS):
+        train.add_argument(flag, dest=field, type=kind, help=text)
+    train.add_argument("--adam-betas", type=float, nargs=2, metavar=("B1", "B2"),
+                       help="Adam betas (default 0.9 0.98)")
+    train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    run = p.add_argument_group("run")
+    run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/train)")
+    run.add_argument("--resume", metavar="RUN_DIR", help="continue this run exactly")
+    run.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    run.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    run.add_argument("--threads", type=int, help="CPU threads for PyTorch")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="progress bar (default: when stderr is a terminal)")
+    run.add_argument("--json", action="store_true", help="print one JSON summary")
+    p.set_defaults(handler=_train)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from transformer.training.demo import run_demo
+
+    # One thread by default: the model is so small that a second one gains little, and loses a
+    # lot when the CPU is shared with other work.
+    _set_threads(args.threads if args.threads is not None else 1)
+    if args.minutes is not None and args.minutes <= 0:
+        raise InputError(f"--minutes must be positive, got {args.minutes}")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise InputError(f"--max-steps must be at least 1, got {args.max_steps}")
+    summary = run_demo(run_dir=args.out, seed=args.seed, minutes=args.minutes,
+                       max_steps=args.max_steps, device=args.device, progress=_progress(args))
+    if args.json:
+        emit_json(summary)
+        return 0
+    test = summary["test"]
+    print(f"Trained a {summary['parameters']:,}-parameter Transformer on English -> German number "
+          f"words: {summary['steps']} updates in {summary['train_s']:.0f}s ({summary['device']}).")
+    print()
+    width = max(len(e["source"]) for e in summary["examples"])
+    for e in summary["examples"]:
+        mark = "ok" if e["correct"] else f"expected {e['reference']}"
+        print(f"  {e['source']:<{width}}  ->  {e['translation']}   [{mark}]")
+    print()
+    print(f"Test split: exact match {test['exact_match']:.1%} of {test['num_examples']} numbers "
+          f"(BLEU {test['bleu']:.1f}, chrF {test['chrf']:.1f}).")
+    print(f"Attention map of \"{summary['attention']['source']}\": {summary['attention']['path']}")
+    print(f"Run directory: {summary['run_dir']} (try: transformer translate --model "
+          f"{summary['run_dir']})  [{summary['total_s']:.0f}s in all]")
+    return 0
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="train on the built-in number-words task, show translations and attention",
+        description="The whole job in a few minutes on a CPU: trains a small Transformer to turn "
+        "English number words into German ones, prints test translations beside their references "
+        "and the exact-match accuracy, and draws the cross-attention of one example.",
+    )
+    p.add_argument("--out", default="runs/demo", metavar="RUN_DIR", help="run directory (default runs/demo)")
+    p.add_argument("--minutes", type=float, default=3.5, help="training time budget (default 3.5)")
+    p.add_argument("--max-steps", type=int, default=1000, help="optimizer updates (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of data and training (default 0)")
+    p.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
+    p.add_argument("--threads", type=int, help="CPU threads for PyTorch (default 1)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar (default: when stderr is a terminal)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary")
+    p.set_defaults(handler=_demo)
+
+
+def _decode_flags(p: argparse.ArgumentParser) -> None:
+    """Decoding flags shared by ``translate`` and ``evaluate``."""
+    g = p.add_argument_group("decoding")
+    g.add_argument("--beam", type=int, default=4,
+                   help="beam size; 1 is greedy decoding (default 4, as the paper)")
+    g.add_argument("--length-penalty", type=float, default=0.6,
+                   help="GNMT length penalty alpha of beam search (default 0.6, as the paper)")
+    g.add_argument("--max-len-a", type=float,
+                   help="a translation has at most a * source tokens + b tokens "
+                   "(default: the run's training setting, else 1.5)")
+    g.add_argument("--max-len-b", type=int, help="see --max-len-a (default: the run's, else 10)")
+    g.add_argument("--max-len", type=int, help="absolute cap in tokens (default: model positions)")
+    g.add_argument("--batch-size", type=int, default=64, help="sentences decoded at once (default 64)")
+    g.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    g.add_argument("--threads", type=int, help="CPU threads for PyTorch")
+
+
+def _load_translator(args: argparse.Namespace, *, nbest: int | None = None) -> Any:
+    """``--model`` and the decoding flags -> (Translator, LoadedModel); InputError if bad."""
+    import torch
+
+    from transformer.decoding.translator import DecodeOptions, Translator
+    from transformer.training.checkpoint import load_model_dir
+
+    _set_threads(args.threads)
+    if args.batch_size < 1:
+        raise InputError(f"--batch-size must be positive, got {args.batch_size}")
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(device)
+    except RuntimeError:
+        raise InputError(f"--device {args.device!r} is not a torch device") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"--device {args.device}: CUDA is not available")
+    loaded = load_model_dir(args.model, device=device)
+    if loaded.tgt_tokenizer is None:
+        raise InputError(f"{args.model} holds a classifier; use transformer classify predict")
+    training = loaded.config.get("training", {})
+    try:
+        options = DecodeOptions(
+            beam_size=args.beam, length_penalty=args.length_penalty, nbest=nbest,
+            max_len_a=args.max_len_a if args.max_len_a is not None
+            else training.get("decode_max_len_a", 1.5),
+            max_len_b=args.max_len_b if args.max_len_b is not None
+            else training.get("decode_max_len_b", 10),
+            max_len=args.max_len,
+        )
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    return Translator.from_loaded(loaded, options=options, batch_size=args.batch_size), loaded
+
+
+def _stdin_lines() -> Any:
+    """Lines of standard input as text (without line endings), decoded as UTF-8 line by line."""
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            raise InputError(f"<stdin>, line {number}: not valid UTF-8 ({err.reason})") from None
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from transformer.decoding.translator import Translation
+
+    if args.nbest is not None and not 1 <= args.nbest <= args.beam:
+        raise InputError(f"--nbest must be between 1 and --beam {args.beam}, got {args.nbest}")
+    translator, _ = _load_translator(args, nbest=args.nbest)
+
+    def lines_of(t: Translation, number: int) -> list[str]:
+        if args.json:
+            item = {"line": number, "translation": t.text, "score": t.score}
+            if args.nbest:
+                item["nbest"] = [{"translation": s, "score": v} for s, v in t.nbest]
+            return [json.dumps(item, ensure_ascii=False, sort_keys=True)]
+        if args.nbest:  # always exactly --nbest lines per input: LINE <tab> SCORE <tab> TEXT
+            pairs = t.nbest or [("", 0.0)]
+            pairs = pairs + [pairs[-1]] * (args.nbest - len(pairs))
+            return [f"{number}\t{score:.4f}\t{text}" for text, score in pairs]
+        return [t.text]
+
+    if args.input is not None:
+        from transformer.data.parallel import read_lines
+
+        sources: Any = read_lines(args.input)
+        results: Any = translator.translate(sources)
+    elif sys.stdin.isatty() and args.output is None:  # interactive prompt
+        print("Type a sentence and press Enter (Ctrl-D to quit).", file=sys.stderr)
+
+        def prompt() -> Any:
+            while True:
+                try:
+                    yield input("> ")
+                except EOFError:
+                    print(file=sys.stderr)
+                    return
+
+        results = translator.stream(prompt(), chunk_size=1)
+    else:
+        results = translator.stream(_stdin_lines())
+
+    if args.output is not None:  # whole output first, then one atomic write
+        from transformer.data.text_files import atomic_write_bytes
+
+        out = [line for n, t in enumerate(results, start=1) for line in lines_of(t, n)]
+        atomic_write_bytes(args.output, "".join(f"{line}\n" for line in out).encode("utf-8"))
+        log.info("wrote %d lines to %s", len(out), args.output)
+    else:
+        for n, t in enumerate(results, start=1):
+            sys.stdout.write("".join(f"{line}\n" for line in lines_of(t, n)))
+            sys.stdout.flush()
+    if translator.truncated:
+        log.warning("%d source sentences were longer than the model's %d positions and were cut",
+                    translator.truncated, translator.model.config.max_len)
+    return 0
+
+
+def _add_translate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "translate",
+        help="translate lines from stdin, a file, or an interactive prompt",
+        description="Translate one sentence per line with a model directory. Reads standard input "
+        "(or -i FILE) and writes one translation per input line, in input order (empty input line: "
+        "empty output line); with a terminal on standard input, an interactive prompt. With "
+        "--nbest K, each input gives K lines 'LINE<tab>SCORE<tab>TRANSLATION'; with --json, one "
+        "JSON object per input line.",
+    )
+    p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    p.add_argument("-i", "--input", metavar="FILE", help="read sentences from FILE (.gz ok)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write translations to FILE (atomically)")
+    p.add_argument("--nbest", type=int, help="print the K best translations of each sentence")
+    p.add_argument("--json", action="store_true", help="one JSON object per input line")
+    _decode_flags(p)
+    p.set_defaults(handler=_translate)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from transformer.data.parallel import read_lines
+    from transformer.evaluation.bleu import score_translations
+
+    if (args.src_file is None) != (args.ref_file is None):
+        raise InputError("give both --src-file and --ref-file, or neither")
+    translator, loaded = _load_translator(args)
+    training = loaded.config.get("training", {})
+    if args.src_file is not None:
+        sources, references = read_lines(args.src_file), read_lines(args.ref_file)
+        if len(sources) != len(references):
+            raise InputError(f"{args.src_file} has {len(sources)} lines but {args.ref_file} has "
+                             f"{len(references)}; line i of one must translate line i of the other")
+        name = f"{args.src_file} -> {args.ref_file}"
+    else:
+        data = args.data or training.get("data") or "multi30k"
+        if data == "numbers":
+            from transformer.data.builtin_task import number_task_splits
+
+            splits = number_task_splits(training.get("seed", 0))
+            split = args.split or "test"
+            if split not in splits:
+                raise InputError(f"unknown numbers split {split!r}: expected one of {', '.join(splits)}")
+            corpus = splits[split]
+        elif data == "multi30k":
+            from transformer.data.corpora import load_corpus
+
+            corpus = load_corpus("multi30k", args.split or "test_2016_flickr",
+                                 args.src or training.get("src_lang", "en"),
+                                 args.tgt or training.get("tgt_lang", "de"))
+        else:
+            raise InputError(f"unknown corpus {data!r}: use --data multi30k or numbers, or "
+                             "--src-file/--ref-file")
+        sources, references, name = corpus.src, corpus.tgt, corpus.name
+    hypotheses = [t.text for t in translator.translate(sources)]
+    if args.hyp_out is not None:
+        from transformer.data.text_files import atomic_write_bytes
+
+        atomic_write_bytes(args.hyp_out, "".join(f"{h}\n" for h in hypotheses).encode("utf-8"))
+    scores = score_translations(hypotheses, references)
+    opt = translator.options
+    if args.json:
+        emit_json({"model": str(args.model), "data": name, **scores.to_dict(),
+                   "beam": opt.beam_size, "length_penalty": opt.length_penalty,
+                   "max_len_a": opt.max_len_a, "max_len_b": opt.max_len_b,
+                   "hyp_out": args.hyp_out})
+    else:
+        print(f"{name}: {scores.sentences} sentences, beam {opt.beam_size}")
+        print(scores.summary())
+    return 0
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="score a model on a test split with sacreBLEU (BLEU, chrF)",
+        description="Translate a test set and score it with sacreBLEU on detokenized text: BLEU and "
+        "chrF with their signatures, plus BLEU on lowercased 13a-tokenized text. The test set is a "
+        "split of a known corpus (--data multi30k --split test_2016_flickr, languages from the run) "
+        "or any pair of files --src-file/--ref-file.",
+    )
+    p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    p.add_argument("--data", choices=("multi30k", "numbers"),
+                   help="a corpus by name (default: the one the run trained on)")
+    p.add_argument("--split", help="split of --data (default test_2016_flickr; numbers: test)")
+    p.add_argument("--src", help="source language (default: the run's)")
+    p.add_argument("--tgt", help="target language (default: the run's)")
+    p.add_argument("--src-file", metavar="FILE", help="source sentences, one a line (.gz ok)")
+    p.add_argument("--ref-file", metavar="FILE", help="reference translations, line-aligned")
+    p.add_argument("--hyp-out", metavar="FILE", help="write the translations to FILE")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _decode_flags(p)
+    p.set_defaults(handler=_evaluate)
+
+
+def _average(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from transformer.training.average import average_model_dirs
+
+    out = Path(args.out)
+    if (out / "config.json").exists() and not args.overwrite:
+        raise InputError(f"{out} already holds a model; pass --overwrite to replace it")
+    summary = average_model_dirs(args.models, out)
+    if args.json:
+        emit_json(summary)
+    else:
+        print(f"averaged {len(summary['averaged_from'])} models ({summary['parameters']:,} "
+              f"parameters) into {summary['out']}")
+    return 0
+
+
+def _add_average(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "average",
+        help="average the parameters of several model directories",
+        description="Checkpoint averaging (section 6.1 of the paper): every parameter of the new "
+        "model is the mean over the given model directories, which must share configuration and "
+        "tokenizers.",
+    )
+    p.add_argument("--models", nargs="+", required=True, metavar="RUN_DIR",
+                   help="model directories to average (at least two)")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="where to write the average")
+    p.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=_average)
+
+
+VERBS: list[Callable[[argparse._SubParsersAction], None]] = [_add_version, _add_memory, _add_attention, _add_plot, _add_classify, _add_train, _add_demo, _add_translate, _add_evaluate, _add_average]
 
 
 def build_parser() -> argparse.ArgumentParser:

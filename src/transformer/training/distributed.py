@@ -128,6 +128,15 @@ def gather_to_main(obj: Any) -> list[Any] | None:
     return out
 
 
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's ``obj`` (picklable, from our own code only) on every rank."""
+    if not current().is_distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def barrier() -> None:
     """Wait for every rank (a no-op in a single process)."""
     if current().is_distributed:

@@ -85,21 +85,26 @@ def translate_ids(
     return out
 
 
+METRICS = ("bleu", "chrf", "exact_match")
+
+
 class TranslationTask:
     """Teacher-forced label-smoothed cross-entropy; validation loss and greedy sacreBLEU.
 
     ``valid_batches`` give the validation loss (label-smoothed, as in training, plus ``nll`` and
     ``ppl`` without smoothing). ``bleu_sources`` (source ids) and ``bleu_references`` (plain text)
     are the validation sample that is translated greedily and scored with sacreBLEU; the
-    evaluation also reports ``exact_match``, the share of hypotheses equal to their reference.
+    evaluation also reports chrF and ``exact_match``, the share of hypotheses equal to their
+    reference. ``metric`` (one of those three) selects the best model; BLEU by default, but
+    exact match for one-word targets such as the number task, where BLEU has no 4-grams to count.
     """
 
-    metric = "bleu"
     higher_is_better = True
 
     def __init__(
         self,
         *,
+        metric: str = "bleu",
         tgt_tokenizer: Any = None,
         valid_batches: Sequence[Batch] = (),
         bleu_sources: Sequence[Sequence[int]] = (),
@@ -118,6 +123,9 @@ class TranslationTask:
             )
         if bleu_sources and tgt_tokenizer is None:
             raise ValueError("a tgt_tokenizer is needed to score BLEU")
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+        self.metric = metric
         self.tgt_tokenizer = tgt_tokenizer
         self.valid_batches = list(valid_batches)
         self.bleu_sources = [list(s) for s in bleu_sources]
@@ -175,6 +183,7 @@ class TranslationTask:
 
                 hyps = self.translate(model, self.bleu_sources)
                 result["bleu"] = sacrebleu.corpus_bleu(hyps, [self.bleu_references]).score
+                result["chrf"] = sacrebleu.corpus_chrf(hyps, [self.bleu_references]).score
                 same = sum(h.strip() == r.strip() for h, r in zip(hyps, self.bleu_references, strict=True))
                 result["exact_match"] = same / len(hyps)
             return result
