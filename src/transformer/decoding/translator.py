@@ -1,0 +1,167 @@
+"""Text in, text out: tokenize sentences, decode them in batches, detokenize, keep input order.
+
+    loaded = load_model_dir("runs/m30k")
+    translator = Translator.from_loaded(loaded, options=DecodeOptions(beam_size=4))
+    translator.translate(["A man rides a horse.", ""])   # -> [Translation(text=...), Translation("")]
+    for t in translator.stream(sys.stdin_lines): ...    # lazily, chunk by chunk, in order
+
+Shapes: B sentences in a batch, S longest source in it (token ids).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from transformer.decoding.beam import beam_search
+from transformer.decoding.greedy import greedy_decode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How to decode. ``beam_size=1`` is greedy decoding. The defaults are the paper's (section
+    6.1: beam 4, length penalty 0.6); a translation is at most ``max_len_a * source tokens +
+    max_len_b`` tokens (and never more than ``max_len`` or the model's positions)."""
+
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    nbest: int | None = None
+    max_len_a: float | None = 1.5
+    max_len_b: int = 10
+    max_len: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) or self.beam_size < 1:
+            raise ValueError(f"beam size must be a positive integer, got {self.beam_size!r}")
+        if self.nbest is not None and not 1 <= self.nbest <= self.beam_size:
+            raise ValueError(f"nbest must be between 1 and the beam size {self.beam_size}, got {self.nbest}")
+        if not math.isfinite(self.length_penalty) or self.length_penalty < 0:
+            raise ValueError(f"length penalty must be a non-negative number, got {self.length_penalty}")
+        if self.max_len_a is not None and (not math.isfinite(self.max_len_a) or self.max_len_a < 0):
+            raise ValueError(f"max_len_a must be a non-negative number, got {self.max_len_a}")
+        if self.max_len is not None and self.max_len < 1:
+            raise ValueError(f"max_len must be positive, got {self.max_len}")
+
+
+@dataclass
+class Translation:
+    """One input sentence's result: the best translation, its beam score (None for greedy or an
+    empty input) and, when n-best was asked for, every (translation, score) pair, best first."""
+
+    text: str
+    score: float | None = None
+    nbest: list[tuple[str, float]] = field(default_factory=list)
+
+
+def _one_line(text: str) -> str:
+    """A translation must stay on one output line whatever pieces the model produced."""
+    return " ".join(text.splitlines()) if ("\n" in text or "\r" in text) else text
+
+
+class Translator:
+    """Translates sentences with an encoder-decoder model and its tokenizers.
+
+    ``batch_size`` sentences are decoded at once, grouped by source length so that little goes to
+    padding; results always come back in input order. An empty (or blank) input gives an empty
+    translation without running the model. Sources longer than the model's positions are cut to
+    fit (and counted in ``truncated``).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        src_tokenizer: Any,
+        tgt_tokenizer: Any,
+        *,
+        bos_id: int,
+        eos_id: int,
+        options: DecodeOptions | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch size must be positive, got {batch_size}")
+        self.model = model
+        self.src_tokenizer = src_tokenizer
+        self.tgt_tokenizer = tgt_tokenizer
+        self.bos_id, self.eos_id = bos_id, eos_id
+        self.options = options or DecodeOptions()
+        self.batch_size = batch_size
+        self.truncated = 0
+        self.device = next(model.parameters()).device
+
+    @classmethod
+    def from_loaded(cls, loaded: Any, *, options: DecodeOptions | None = None,
+                    batch_size: int = 64) -> Translator:
+        """A translator for a :class:`transformer.training.checkpoint.LoadedModel`."""
+        from transformer.data.tokenizer import BOS_ID, EOS_ID
+
+        if loaded.tgt_tokenizer is None:
+            raise ValueError("this model directory holds a classifier, not a translation model")
+        return cls(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, bos_id=BOS_ID,
+                   eos_id=EOS_ID, options=options, batch_size=batch_size)
+
+    def translate(self, sentences: Sequence[str]) -> list[Translation]:
+        """Translate ``sentences``; one :class:`Translation` per sentence, in the same order."""
+        out: list[Translation | None] = [None] * len(sentences)
+        todo: list[tuple[int, list[int]]] = []
+        limit = self.model.config.max_len
+        for i, sentence in enumerate(sentences):
+            ids = self.src_tokenizer.encode(sentence.strip()) if sentence.strip() else []
+            if not ids:
+                out[i] = Translation("")
+                continue
+            if len(ids) > limit:
+                self.truncated += 1
+                ids = ids[:limit]
+            todo.append((i, ids))
+        todo.sort(key=lambda item: len(item[1]))
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start : start + self.batch_size]
+            for (i, _), result in zip(chunk, self._decode([ids for _, ids in chunk]), strict=True):
+                out[i] = result
+        return out  # type: ignore[return-value]
+
+    def stream(self, sentences: Iterable[str], *, chunk_size: int | None = None) -> Iterator[Translation]:
+        """Translate an iterable lazily: ``chunk_size`` sentences (default ``batch_size``) are read,
+        translated and yielded, in order, before the next are read (``chunk_size=1``: each sentence
+        as soon as it arrives, for an interactive prompt)."""
+        size = chunk_size or self.batch_size
+        chunk: list[str] = []
+        for sentence in sentences:
+            chunk.append(sentence)
+            if len(chunk) >= size:
+                yield from self.translate(chunk)
+                chunk = []
+        if chunk:
+            yield from self.translate(chunk)
+
+    def _decode(self, sources: list[list[int]]) -> list[Translation]:
+        """Decode non-empty id lists of one batch."""
+        pad_id = self.model.config.pad_id
+        width = max(len(ids) for ids in sources)
+        src = torch.full((len(sources), width), pad_id, dtype=torch.long)  # (B, S)
+        for row, ids in enumerate(sources):
+            src[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        src = src.to(self.device)
+        opt = self.options
+        kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len=opt.max_len,
+                  max_len_a=opt.max_len_a, max_len_b=opt.max_len_b)
+        decode = self.tgt_tokenizer.decode
+        if opt.beam_size == 1 and opt.nbest is None:
+            return [Translation(_one_line(decode(ids))) for ids in greedy_decode(self.model, src, **kw)]
+        results = beam_search(self.model, src, beam_size=opt.beam_size, nbest=opt.nbest or 1,
+                              length_penalty=opt.length_penalty, **kw)
+        out = []
+        for hyps in results:
+            texts = [(_one_line(decode(ids)), score) for ids, score in hyps]  # type: ignore[misc]
+            best_text, best_score = texts[0] if texts else ("", None)
+            out.append(Translation(best_text, best_score, texts if opt.nbest else []))
+        return out

@@ -1,0 +1,81 @@
+"""Parameter averaging of several model directories (checkpoint averaging, section 6.1 of the paper).
+
+The paper averages the last checkpoints of a run; here any model directories of the same
+configuration and tokenizers can be averaged (e.g. runs from different seeds or stages of one
+run, copied aside). Every floating-point parameter and buffer becomes the mean over the inputs;
+the result is written as a new model directory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer.errors import InputError
+from transformer.training.checkpoint import CONFIG_FILE, load_model_dir, save_model_dir
+
+log = logging.getLogger(__name__)
+
+# config.json sections that must agree for the weights to mean the same thing
+_MUST_MATCH = ("task", "model", "classifier")
+
+
+def _first_difference(a: Any, b: Any, prefix: str = "") -> str:
+    """A short description of where two JSON values differ (``model.d_model: 256 vs 512``)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{prefix}{key}.")
+    return f"{prefix.rstrip('.')}: {a!r} vs {b!r}"
+
+
+def average_model_dirs(run_dirs: Sequence[Path | str], out_dir: Path | str) -> dict[str, Any]:
+    """Average the weights of ``run_dirs`` (at least two) into the model directory ``out_dir``.
+
+    Raises InputError when a directory is missing or corrupt, or when the configurations (task,
+    model shape, classifier head) or the tokenizers differ. Returns a summary dict.
+    """
+    dirs = [Path(d) for d in run_dirs]
+    if len(dirs) < 2:
+        raise InputError(f"averaging needs at least two model directories, got {len(dirs)}")
+    first = load_model_dir(dirs[0])
+    model = first.model
+    total = {name: t.detach().to(torch.float64).clone()
+             for name, t in _averaged_tensors(model).items()}
+    for run_dir in dirs[1:]:
+        other = load_model_dir(run_dir)
+        for key in _MUST_MATCH:
+            if first.config.get(key) != other.config.get(key):
+                raise InputError(
+                    f"{run_dir / CONFIG_FILE} does not match {dirs[0] / CONFIG_FILE}: "
+                    f"{_first_difference(first.config.get(key), other.config.get(key), key + '.')}"
+                )
+        if (other.src_tokenizer != first.src_tokenizer
+                or other.tgt_tokenizer != first.tgt_tokenizer):
+            raise InputError(f"{run_dir}: its tokenizers differ from those of {dirs[0]}")
+        for name, tensor in _averaged_tensors(other.model).items():
+            total[name] += tensor.detach().to(torch.float64)
+        del other
+    with torch.no_grad():
+        for name, tensor in _averaged_tensors(model).items():
+            tensor.copy_(total[name] / len(dirs))
+    config = {k: v for k, v in first.config.items() if k not in ("best_validation", "model")}
+    config["averaged_from"] = [str(d) for d in dirs]
+    save_model_dir(out_dir, model, config=config, src_tokenizer=first.src_tokenizer,
+                   tgt_tokenizer=first.tgt_tokenizer)
+    log.info("averaged %d model directories into %s", len(dirs), out_dir)
+    return {"out": str(out_dir), "averaged_from": [str(d) for d in dirs],
+            "tensors": len(total), "parameters": sum(t.numel() for t in total.values())}
+
+
+def _averaged_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Floating-point parameters and persistent buffers, each once (tied tensors share a name)."""
+    out = dict(model.named_parameters())
+    for name, buf in model.named_buffers():
+        if buf.is_floating_point():
+            out[name] = buf
+    return {name: t for name, t in out.items() if t.is_floating_point()}

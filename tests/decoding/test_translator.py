@@ -1,0 +1,74 @@
+"""Translator: input order, empty lines, streaming equals whole-list translation, truncation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer import ModelConfig, Transformer
+from transformer.decoding.translator import DecodeOptions, Translator, _one_line
+
+
+class CharTokenizer:
+    """Letters a..l are ids 4..15; decode joins them back (enough for the Translator's needs)."""
+
+    vocab_size = 16
+
+    def encode(self, text: str) -> list[int]:
+        return [4 + "abcdefghijkl".index(c) for c in text if c in "abcdefghijkl"]
+
+    def decode(self, ids) -> str:
+        return "".join("abcdefghijkl"[i - 4] for i in ids if i >= 4)
+
+
+@pytest.fixture
+def translator(copy_model):
+    tok = CharTokenizer()
+    return Translator(copy_model, tok, tok, bos_id=2, eos_id=3,
+                      options=DecodeOptions(beam_size=1, max_len_a=1.0, max_len_b=3), batch_size=4)
+
+
+def test_order_empty_lines_and_batches(translator):
+    lines = ["abc", "", "   ", "kjihgf", "a", "bbbb", "lk", "", "cdefgh", "e"]
+    got = [t.text for t in translator.translate(lines)]
+    alone = [translator.translate([line])[0].text for line in lines]
+    assert got == alone
+    assert [g == "" for g in got[1:3]] == [True, True] and got[7] == ""
+    assert sum(len(g) > 1 for g in got) >= 3, "the copy model should produce real outputs"
+
+
+def test_stream_equals_translate(translator):
+    lines = ["abc", "", "kjihgf", "a", "bbbb", "lk", "cdefgh"] * 3
+    expected = translator.translate(lines)
+    for chunk in (1, 3, None):
+        got = list(translator.stream(iter(lines), chunk_size=chunk))
+        assert [t.text for t in got] == [t.text for t in expected]
+
+
+def test_beam_scores_and_nbest(copy_model):
+    tok = CharTokenizer()
+    t = Translator(copy_model, tok, tok, bos_id=2, eos_id=3,
+                   options=DecodeOptions(beam_size=3, nbest=2, max_len_a=1.0, max_len_b=3))
+    first, empty = t.translate(["cafe", ""])
+    assert len(first.nbest) == 2 and first.nbest[0] == (first.text, first.score)
+    assert first.score is not None and first.score >= first.nbest[1][1]
+    assert empty.text == "" and empty.nbest == [] and empty.score is None
+
+
+def test_long_sources_are_cut_to_the_model(copy_model):
+    tok = CharTokenizer()
+    t = Translator(copy_model, tok, tok, bos_id=2, eos_id=3, options=DecodeOptions(beam_size=1))
+    (result,) = t.translate(["abcdefghijkl" * 4])  # 48 tokens, the model has 32 positions
+    assert t.truncated == 1 and isinstance(result.text, str)
+
+
+def test_helpers_and_options():
+    assert _one_line("a\nb\r\nc") == "a b c" and _one_line("abc") == "abc"
+    for bad in (dict(beam_size=0), dict(beam_size=2, nbest=3), dict(length_penalty=-1.0),
+                dict(max_len_a=-0.5), dict(max_len=0)):
+        with pytest.raises(ValueError):
+            DecodeOptions(**bad)
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.tiny(16))
+    with pytest.raises(ValueError, match="batch size"):
+        Translator(model, CharTokenizer(), CharTokenizer(), bos_id=2, eos_id=3, batch_size=0)
