@@ -574,6 +574,7 @@ def _progress(args: argparse.Namespace) -> bool:
 
 
 def _train(args: argparse.Namespace) -> int:
+    import os
     from pathlib import Path
 
     from transformer.training import distributed
@@ -585,6 +586,9 @@ def _train(args: argparse.Namespace) -> int:
     )
 
     _set_threads(args.threads)
+    main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
+    if not main_rank:
+        logging.getLogger().setLevel(logging.WARNING)
     stop = {field: getattr(args, field) for _, field, _, _ in _STOP_FLAGS}
     try:
         if args.resume is not None:
@@ -649,7 +653,7 @@ def _train(args: argparse.Namespace) -> int:
         raise InputError(str(err).splitlines()[0]) from None
     finally:
         distributed.shutdown()
-    if distributed.current().is_main:
+    if main_rank:
         if args.json:
             emit_json(summary)
         else:

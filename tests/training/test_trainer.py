@@ -125,7 +125,9 @@ def test_metrics_jsonl_has_every_logged_step_and_evaluation(synth, tmp_path):
 class ConstantTask(TranslationTask):
     """A validation metric that never improves after the first evaluation."""
 
-    metric = "accuracy"
+    def __init__(self):
+        super().__init__()
+        self.metric = "accuracy"
 
     def evaluate(self, model):
         return {"loss": 1.0, "accuracy": 0.5}
@@ -155,8 +157,11 @@ def test_best_model_follows_the_metric(synth):
     batches = [synth.collate(synth.make_pairs(4, seed=i)) for i in range(3)]
 
     class Improving(TranslationTask):
-        metric, higher_is_better = "f1", True
         calls = 0
+
+        def __init__(self):
+            super().__init__()
+            self.metric = "f1"
 
         def evaluate(self, model):
             self.calls += 1
@@ -191,3 +196,22 @@ def test_fp16_needs_a_gpu(synth):
 def test_bad_train_config(kwargs):
     with pytest.raises(ValueError):
         TrainConfig(**kwargs)
+
+
+def test_progress_bar_on_a_terminal(synth, capsys):
+    batches = [synth.collate(synth.make_pairs(4, seed=i)) for i in range(2)]
+    trainer = make_trainer(synth, data=synth.ListData(batches), max_steps=3)
+    trainer.progress = True
+    assert trainer.fit().steps == 3
+    err = capsys.readouterr().err
+    assert "3/3" in err and "loss=" in err and "tok_s=" in err and "elapsed=" in err
+
+
+def test_validation_loss_selects_the_best_model_without_bleu(synth):
+    batches = [synth.collate(synth.make_pairs(8, seed=i)) for i in range(3)]
+    saved = []
+    trainer = make_trainer(synth, data=synth.ListData(batches), max_steps=6, eval_every=2,
+                           task=TranslationTask(valid_batches=batches[:1]))
+    trainer.save_best = lambda model, result: saved.append(result["loss"])
+    result = trainer.fit()
+    assert saved and saved == sorted(saved, reverse=True) and result.best_metric == saved[-1]

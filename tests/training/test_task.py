@@ -1,0 +1,64 @@
+"""The translation task: validation loss, greedy BLEU/chrF/exact match, decoding order."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer import ModelConfig, Transformer
+from transformer.training.task import TranslationTask, pad_batch, translate_ids
+
+
+def test_pad_batch():
+    out = pad_batch([[5, 6, 7], [8]], pad_id=0)
+    assert out.tolist() == [[5, 6, 7], [8, 0, 0]]
+    assert pad_batch([], pad_id=0).shape == (0, 1)
+
+
+def test_translate_ids_keeps_the_input_order(synth):
+    model = synth.tiny_model().eval()
+    sources = [[5, 6, 7, 8, 9], [4], [7, 7], [9, 8, 7, 6, 5, 4, 5]]
+    one_by_one = [translate_ids(model, [s], bos_id=2, eos_id=3)[0] for s in sources]
+    batched = translate_ids(model, sources, bos_id=2, eos_id=3, batch_size=3)
+    assert batched == one_by_one
+
+
+def test_evaluation_figures(number_tokenizer):
+    from transformer.data.batching import collate_pairs
+    from transformer.data.builtin_task import english_number, german_number
+
+    tok = number_tokenizer
+    model = Transformer(ModelConfig.tiny(tok.vocab_size))
+    numbers = [21, 345, 7, 1000]
+    pairs = [(tok.encode(english_number(n)), tok.encode(german_number(n))) for n in numbers]
+    task = TranslationTask(tgt_tokenizer=tok, valid_batches=[collate_pairs(pairs)],
+                           bleu_sources=[p[0] for p in pairs],
+                           bleu_references=[german_number(n) for n in numbers])
+    model.train()
+    result = task.evaluate(model)
+    assert model.training  # the mode is restored
+    assert set(result) == {"loss", "nll", "ppl", "bleu", "chrf", "exact_match"}
+    assert result["loss"] > 0 and result["ppl"] == pytest.approx(torch.tensor(result["nll"]).exp().item())
+    assert 0 <= result["bleu"] <= 100 and 0 <= result["exact_match"] <= 1
+
+    # perfect translations score 100 and 1
+    references = ["dreihundert fünf und vierzig", "sieben", "ein tausend", "neun und neunzig"]
+    task = TranslationTask(tgt_tokenizer=tok, bleu_sources=[[5]] * 4, bleu_references=references,
+                           metric="exact_match")
+    task.translate = lambda model, sources: list(references)
+    result = task.evaluate(model)
+    assert result["bleu"] == pytest.approx(100) and result["exact_match"] == 1.0
+    assert "loss" not in result and task.metric == "exact_match"
+
+
+def test_no_validation_data_means_no_evaluation(synth):
+    assert TranslationTask().evaluate(synth.tiny_model()) is None
+
+
+def test_bad_task_arguments():
+    with pytest.raises(ValueError, match="metric"):
+        TranslationTask(metric="rouge")
+    with pytest.raises(ValueError, match="references"):
+        TranslationTask(bleu_sources=[[4]], bleu_references=[])
+    with pytest.raises(ValueError, match="tgt_tokenizer"):
+        TranslationTask(bleu_sources=[[4]], bleu_references=["x"])
