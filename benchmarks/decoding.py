@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -193,7 +194,8 @@ def main() -> int:
         "uncached_repeats": args.uncached_repeats,
         "machine": {
             "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
+            "processor": _cpu_name(),
+            "cpu_count": os.cpu_count(),
             "python": platform.python_version(),
             "torch": torch.__version__,
             "transformers": _transformers_version(),
@@ -216,6 +218,16 @@ def print_row(row: dict, *, header: bool) -> None:
           if "HF" in tps else f"{'-':>9} {'-':>8} {'-':>6}")
     print(f"{row['method']:8} {row['length']:6d} {tps['cache']:12.0f} {tps['no cache']:15.0f} "
           f"{row['cache_speedup']:8.2f} {row['cache_speedup_cpu']:6.2f} {hf}", flush=True)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _transformers_version() -> str | None:

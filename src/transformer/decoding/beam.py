@@ -186,8 +186,9 @@ def beam_search(
     """Beam search translations of ``src`` (B, S), source ids padded with the model's pad id.
 
     Returns the best target ids per row, without BOS and EOS; with ``nbest=k`` (k <= beam_size),
-    k ``(ids, score)`` pairs per row instead, best first, the score being the log-probability
-    divided by ``((5 + length) / 6) ** length_penalty`` (length in tokens, EOS included).
+    k ``(ids, score)`` pairs per row instead, best first (fewer only when the vocabulary allows
+    fewer hypotheses), the score being the log-probability divided by
+    ``((5 + length) / 6) ** length_penalty`` (length in tokens, EOS included).
     ``max_len``, ``max_len_a``/``max_len_b``, ``min_len`` and ``use_cache`` work as in
     :func:`transformer.decoding.greedy_decode`. Runs in evaluation mode under
     ``torch.inference_mode``.
