@@ -299,6 +299,7 @@ _CLASSIFY_OVERRIDES: tuple[tuple[str, str, Callable[[str], Any], str], ...] = (
     ("--pooling", "pooling", str, "mean or cls"),
     ("--lr", "lr", float, "peak learning rate"),
     ("--warmup", "warmup", int, "warmup updates"),
+    ("--schedule", "schedule", str, "learning-rate decay after warmup: inverse_sqrt or linear"),
     ("--weight-decay", "weight_decay", float, "AdamW weight decay (0: Adam)"),
     ("--batch-tokens", "batch_tokens", int, "padded positions per batch"),
     ("--epochs", "epochs", int, "epochs"),

@@ -49,6 +49,7 @@ from transformer.training.trainer import TrainConfig, Trainer
 log = logging.getLogger(__name__)
 
 POS_WEIGHTS = ("none", "sqrt")
+SCHEDULES = ("inverse_sqrt", "linear")
 RESULTS_FILE = "results.json"
 
 
@@ -59,8 +60,10 @@ class ClassifierTrainConfig:
     ``max_len`` is the model's positions (a CLS vector takes one); ``batch_tokens`` bounds the
     padded positions of a batch. ``pos_weight="sqrt"`` weighs each label's positive BCE term by
     sqrt(negatives / positives) (at most ``max_pos_weight``), which helps rare labels of a
-    multi-label task. The learning rate warms up linearly for ``warmup`` updates to ``lr`` and
-    decays as 1/sqrt(step) after.
+    multi-label task. The learning rate warms up linearly for ``warmup`` updates to ``lr``, then
+    decays as 1/sqrt(step) (``schedule="inverse_sqrt"``) or linearly to 0 at the last planned update
+    (``"linear"``: ``max_steps``, else ``epochs`` times the batches of an epoch; ``minutes`` may stop
+    the run before).
     """
 
     # tokenizer
@@ -82,6 +85,7 @@ class ClassifierTrainConfig:
     # optimisation
     lr: float = 1e-3
     warmup: int = 500
+    schedule: str = "inverse_sqrt"
     weight_decay: float = 0.0
     batch_tokens: int = 4096
     max_sentences: int | None = None
@@ -98,6 +102,10 @@ class ClassifierTrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.schedule == "linear" and self.epochs is None and self.max_steps is None:
+            raise ValueError("the linear schedule needs epochs or max_steps to plan its decay")
         if self.pos_weight not in POS_WEIGHTS:
             raise ValueError(f"pos_weight must be one of {POS_WEIGHTS}, got {self.pos_weight!r}")
         for name in ("vocab_size", "batch_tokens", "warmup"):
@@ -150,6 +158,22 @@ CLASSIFIER_PRESETS: dict[str, dict[str, Any]] = {
         lr=1e-3, warmup=300, batch_tokens=2048, epochs=None, minutes=27.0, eval_every=300,
         pos_weight="sqrt")},
 }
+
+
+@dataclass
+class LinearDecay:
+    """A LambdaLR rate: linear warmup to ``peak_lr`` over ``warmup`` updates, then linear decay to 0
+    at update ``total``. Plain fields, so the scheduler's state dict loads with weights_only."""
+
+    peak_lr: float
+    warmup: int
+    total: int
+
+    def __call__(self, scheduler_steps: int) -> float:
+        step = scheduler_steps + 1
+        if step <= self.warmup:
+            return self.peak_lr * step / self.warmup
+        return self.peak_lr * max(0.0, (self.total - step) / max(1, self.total - self.warmup))
 
 
 def positive_weights(labels: list[list[int]], *, num_labels: int, cap: float) -> torch.Tensor:
@@ -239,8 +263,16 @@ def train_classifier(
         pos_weight=pos_weight, pad_id=model_cfg.pad_id,
     )
     optimizer = build_optimizer(model, weight_decay=config.weight_decay)
-    scheduler = build_scheduler(optimizer, schedule=LRSchedule(
-        kind="inverse_sqrt", warmup=config.warmup, peak_lr=config.lr, d_model=config.d_model))
+    if config.schedule == "linear":
+        total = config.max_steps or (config.epochs or 1) * len(data)
+        for group in optimizer.param_groups:
+            group["lr"] = 1.0  # the LambdaLR multiplier is the learning rate itself
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lr_lambda=LinearDecay(peak_lr=config.lr, warmup=min(config.warmup, total),
+                                             total=total))
+    else:
+        scheduler = build_scheduler(optimizer, schedule=LRSchedule(
+            kind="inverse_sqrt", warmup=config.warmup, peak_lr=config.lr, d_model=config.d_model))
 
     info = {
         "task": "classification",
