@@ -742,8 +742,9 @@ def _demo(args: argparse.Namespace) -> int:
         mark = "ok" if e["correct"] else f"expected {e['reference']}"
         print(f"  {e['source']:<{width}}  ->  {e['translation']}   [{mark}]")
     print()
+    # BLEU is left out: a German number is one word, so there are no 4-grams to match
     print(f"Test split: exact match {test['exact_match']:.1%} of {test['num_examples']} numbers "
-          f"(BLEU {test['bleu']:.1f}, chrF {test['chrf']:.1f}).")
+          f"(chrF {test['chrf']:.1f}).")
     print(f"Attention map of \"{summary['attention']['source']}\": {summary['attention']['path']}")
     print(f"Run directory: {summary['run_dir']} (try: transformer translate --model "
           f"{summary['run_dir']})  [{summary['total_s']:.0f}s in all]")

@@ -25,9 +25,22 @@ import torch
 
 from transformer.config import ModelConfig
 from transformer.data.batch import Batch
-from transformer.data.batching import EncodedPairs, TokenBatchSampler, collate_pairs, encode_pairs
+from transformer.data.batching import (
+    ON_LONG,
+    EncodedPairs,
+    TokenBatchSampler,
+    collate_pairs,
+    encode_pairs,
+)
 from transformer.data.parallel import ParallelCorpus
-from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizers
+from transformer.data.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    MODEL_TYPES,
+    PAD_ID,
+    Tokenizer,
+    train_tokenizers,
+)
 from transformer.errors import InputError
 from transformer.model import Transformer
 from transformer.training import distributed as D
@@ -42,7 +55,7 @@ from transformer.training.checkpoint import (
 )
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.task import TranslationTask
+from transformer.training.task import METRICS, TranslationTask
 from transformer.training.trainer import TrainConfig, Trainer, TrainResult
 
 log = logging.getLogger(__name__)
@@ -116,6 +129,12 @@ class TranslationTrainConfig:
                 f"bad max_tokens={self.max_tokens}, vocab_size={self.vocab_size} or "
                 f"bleu_sample={self.bleu_sample}"
             )
+        if self.on_long not in ON_LONG:
+            raise ValueError(f"on_long must be one of {ON_LONG}, got {self.on_long!r}")
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {self.model_type!r}")
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
         LRSchedule(kind=self.schedule, warmup=self.warmup, scale=self.lr_scale, peak_lr=self.lr)
         self.loop_config()  # validates the loop fields
 
