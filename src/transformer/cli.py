@@ -728,8 +728,13 @@ def _demo(args: argparse.Namespace) -> int:
         raise InputError(f"--minutes must be positive, got {args.minutes}")
     if args.max_steps is not None and args.max_steps < 1:
         raise InputError(f"--max-steps must be at least 1, got {args.max_steps}")
-    summary = run_demo(run_dir=args.out, seed=args.seed, minutes=args.minutes,
-                       max_steps=args.max_steps, device=args.device, progress=_progress(args))
+    try:
+        summary = run_demo(run_dir=args.out, seed=args.seed, minutes=args.minutes,
+                           max_steps=args.max_steps, device=args.device, progress=_progress(args))
+    except ValueError as err:  # e.g. --device cuda without CUDA
+        if isinstance(err, InputError):
+            raise
+        raise InputError(str(err).splitlines()[0]) from None
     if args.json:
         emit_json(summary)
         return 0

@@ -139,6 +139,7 @@ def test_missing_training_file_exit_2(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags", [["--max-steps", "0"], ["--precision", "fp16", "--device", "cpu"],
+                                   ["--device", "gpu"],
                                    ["--schedule", "cosine"], ["--metric", "rouge"]])
 def test_bad_values_exit_2(number_files, tmp_path, capsys, flags):
     assert main(["train", *data_flags(number_files), *TINY, "--max-steps", "1", *flags,
@@ -160,6 +161,11 @@ def test_demo_runs_end_to_end_at_a_reduced_size(tmp_path, capsys):
     assert main(["demo", "--out", str(out), "--max-steps", "2", "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "exact match" in text and str(out) in text
+
+
+def test_demo_bad_device_exit_2(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path / "d"), "--device", "tpu"]) == 2
+    assert "tpu" in error_line(capsys)
 
 
 def test_demo_refuses_a_directory_of_another_kind(trained_run, capsys):

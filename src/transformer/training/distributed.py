@@ -42,7 +42,10 @@ def resolve_device(device: str = "auto", *, local_rank: int = 0) -> torch.device
     """``"auto"`` -> the rank's GPU when CUDA is available, else the CPU; other names pass through."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"device {device!r} asked for, but CUDA is not available")

@@ -261,7 +261,7 @@ class Trainer:
             log.info("stopped by %s after %d updates (%.1fs)", stopped_by, st.step, st.elapsed_s)
         return TrainResult(
             steps=st.step,
-            epochs=round(st.epoch + st.batch_index / max(len(plan), 1), 4),
+            epochs=self._epochs_done(n),
             elapsed_s=st.elapsed_s,
             stopped_by=stopped_by,
             best_metric=st.best_metric,
