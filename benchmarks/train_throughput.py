@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import json
 import platform
-import statistics
 import time
 from pathlib import Path
 
@@ -149,7 +148,7 @@ def measure(args: argparse.Namespace, d_model: int, precision: str) -> dict:
     flops = train_flops(cfg, args.batch, args.src_len, args.tgt_len) * len(batches)
     row = {"d_model": d_model, "precision": precision, "matmul_peak_gflops": round(peak, 1)}
     for name, ts in times.items():
-        t = statistics.median(ts)
+        t = min(ts)  # best round: the least disturbed by other processes
         row[f"{name}_tokens_per_s"] = round(tokens / t)
         row[f"{name}_mfu"] = round(flops / t / 1e9 / peak, 3)
     for name in times:
