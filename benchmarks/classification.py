@@ -29,22 +29,13 @@ from pathlib import Path
 
 import torch
 
+from machine import cpu_name  # benchmarks/machine.py
 from transformer.data.classification_splits import resolve_splits
 from transformer.training.checkpoint import atomic_write_text
 from transformer.training.train_classifier import ClassifierTrainConfig, train_classifier
 
 RESULTS = Path(__file__).resolve().parent / "results" / "classification.json"
 TARGETS = {"nsmc": ("test", "accuracy", 0.85), "goemotions": ("dev", "macro_f1", 0.35)}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run(name: str, *, runs: Path, minutes: float | None) -> dict:
@@ -88,7 +79,7 @@ def main() -> None:
               f"{'yes' if r['met'] else 'NO':>4} {r['valid']:6.4f} {r['epochs']:6.2f} "
               f"{r['train_s'] / 60:6.1f}m {r['wall_s'] / 60:6.1f}m {r['tokens_per_s']:7,d}")
 
-    machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                "torch": torch.__version__, "platform": platform.platform()}
     results = {}
     if args.output.is_file():

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from machine import cpu_name  # benchmarks/machine.py
 from transformer import ModelConfig, Transformer
 from transformer.decoding import beam_search, greedy_decode
 
@@ -194,7 +195,7 @@ def main() -> int:
         "uncached_repeats": args.uncached_repeats,
         "machine": {
             "platform": platform.platform(),
-            "processor": _cpu_name(),
+            "processor": cpu_name(),
             "cpu_count": os.cpu_count(),
             "python": platform.python_version(),
             "torch": torch.__version__,
@@ -218,16 +219,6 @@ def print_row(row: dict, *, header: bool) -> None:
           if "HF" in tps else f"{'-':>9} {'-':>8} {'-':>6}")
     print(f"{row['method']:8} {row['length']:6d} {tps['cache']:12.0f} {tps['no cache']:15.0f} "
           f"{row['cache_speedup']:8.2f} {row['cache_speedup_cpu']:6.2f} {hf}", flush=True)
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _transformers_version() -> str | None:
