@@ -197,19 +197,11 @@ def _add_attention(sub: argparse._SubParsersAction) -> None:
         if args.max_len is not None and args.max_len < 1:
             raise InputError(f"--max-len must be positive, got {args.max_len}")
 
-        import torch
-
         from transformer.training.checkpoint import load_model_dir
         from transformer.visualization.figures import save_figure
         from transformer.visualization.sentence import draw_attention, sentence_attention
 
-        try:
-            device = torch.device(args.device)
-        except RuntimeError:
-            raise InputError(f"--device {args.device!r} is not a torch device") from None
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise InputError(f"--device {args.device}: CUDA is not available")
-        loaded = load_model_dir(args.model, device=device)
+        loaded = load_model_dir(args.model, device=_device(args.device))
         att = sentence_attention(loaded, args.sentence, max_len=args.max_len)
         classifier = att.task == "classification"
         kind = args.kind or ("encoder" if classifier else "cross")
@@ -311,6 +303,16 @@ _CLASSIFY_OVERRIDES: tuple[tuple[str, str, Callable[[str], Any], str], ...] = (
     ("--pos-weight", "pos_weight", str, "multi-label positive weights: none or sqrt"),
     ("--seed", "seed", int, "random seed"),
 )
+
+
+def _device(name: str) -> Any:
+    """``--device`` as a torch.device (``auto``: CUDA when available); bad names are bad input."""
+    from transformer.training.distributed import resolve_device
+
+    try:
+        return resolve_device(name)
+    except ValueError as err:
+        raise InputError(f"--device {name!r}: {err}") from None
 
 
 def _set_threads(threads: int | None) -> None:
@@ -795,7 +797,6 @@ def _decode_flags(p: argparse.ArgumentParser) -> None:
 
 def _load_translator(args: argparse.Namespace, *, nbest: int | None = None) -> Any:
     """``--model`` and the decoding flags -> (Translator, LoadedModel); InputError if bad."""
-    import torch
 
     from transformer.decoding.translator import DecodeOptions, Translator
     from transformer.training.checkpoint import load_model_dir
@@ -803,15 +804,7 @@ def _load_translator(args: argparse.Namespace, *, nbest: int | None = None) -> A
     _set_threads(args.threads)
     if args.batch_size < 1:
         raise InputError(f"--batch-size must be positive, got {args.batch_size}")
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(device)
-    except RuntimeError:
-        raise InputError(f"--device {args.device!r} is not a torch device") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"--device {args.device}: CUDA is not available")
+    device = _device(args.device)
     loaded = load_model_dir(args.model, device=device)
     if loaded.tgt_tokenizer is None:
         raise InputError(f"{args.model} holds a classifier; use transformer classify predict")
