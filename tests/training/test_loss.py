@@ -36,6 +36,28 @@ def test_matches_torch_cross_entropy_on_non_pad_tokens(smoothing):
     torch.testing.assert_close(per_token.sum(), expected)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+def test_hand_written_gradient_matches_autograd_through_torch_cross_entropy(smoothing):
+    logits, target = logits_and_target(b=4, t=6, v=13)
+    reference = logits.detach().clone().requires_grad_(True)
+    weights = torch.rand(()) * 3  # an upstream gradient other than 1
+    (label_smoothed_cross_entropy(logits, target, smoothing=smoothing) * weights).backward()
+    (F.cross_entropy(reference.reshape(-1, 13), target.reshape(-1), ignore_index=PAD,
+                     label_smoothing=smoothing, reduction="sum") * weights).backward()
+    torch.testing.assert_close(logits.grad, reference.grad)
+    # the per-position losses carry their own upstream gradients through reduction="none"
+    logits.grad = None
+    per_token = label_smoothed_cross_entropy(logits, target, smoothing=smoothing, reduction="none")
+    upstream = torch.randn_like(per_token)
+    (per_token * upstream).sum().backward()
+    reference.grad = None
+    keep = target != PAD
+    ref_tokens = F.cross_entropy(reference[keep], target[keep], label_smoothing=smoothing,
+                                 reduction="none")
+    (ref_tokens * upstream).sum().backward()
+    torch.testing.assert_close(logits.grad, reference.grad)
+
+
 def test_default_smoothing_is_the_papers():
     logits, target = logits_and_target()
     keep = target != PAD
