@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from transformer.errors import InputError
+from transformer.recipes import RECIPES
 
 log = logging.getLogger("transformer")
 
@@ -561,6 +562,8 @@ _TRAIN_FLAGS = (
     ("--eval-every", "eval_every", int, "updates between validations and checkpoints (default 500)"),
     ("--log-every", "log_every", int, "updates between log lines (default 50)"),
     ("--bleu-sample", "bleu_sample", int, "validation sentences translated for BLEU (default 500)"),
+    ("--average-last", "average_last", int, "keep the weights of the last N validations "
+     "(RUN_DIR/snapshots/); at the end their average replaces the model if it validates better"),
     ("--metric", "metric", str, "selects the best model: bleu (default), chrf or exact_match"),
     ("--on-long", "on_long", str, "pairs longer than --max-len: truncate (default) or filter"),
 )
@@ -614,20 +617,25 @@ def _train(args: argparse.Namespace) -> int:
             if args.overwrite:
                 import shutil
 
-                for name in ("checkpoint", "metrics.jsonl"):
+                for name in ("checkpoint", "snapshots", "metrics.jsonl"):
                     path = run_dir / name
                     shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-            preset = args.preset or "small"
-            model = {field: getattr(args, field) for _, field, _, _ in _MODEL_FLAGS
-                     if getattr(args, field) is not None}
+            recipe = RECIPES.get(args.preset or "", {})
+            preset = recipe.get("preset", args.preset or "small")
+            model = dict(recipe.get("model", {}))
+            model.update({field: getattr(args, field) for _, field, _, _ in _MODEL_FLAGS
+                          if getattr(args, field) is not None})
             for flag in ("norm_first", "share_embeddings", "tie_embeddings"):
                 if getattr(args, flag):
                     model[flag] = True
             if args.layers is not None:
                 model.setdefault("num_encoder_layers", args.layers)
                 model.setdefault("num_decoder_layers", args.layers)
-            options = {field: getattr(args, field) for _, field, _, _ in _TRAIN_FLAGS
-                       if getattr(args, field) is not None}
+            options = dict(recipe.get("training", {}))
+            options.update({field: getattr(args, field) for _, field, _, _ in _TRAIN_FLAGS
+                            if getattr(args, field) is not None})
+            if recipe and all(v is None for k, v in stop.items() if k != "patience"):
+                stop["minutes"] = recipe["minutes"]
             # base and big: the paper's schedule; tiny and small are for short CPU runs of a few
             # hundred to a few thousand updates, where 4000 warmup updates would never end
             paper = preset in ("base", "big")
@@ -692,8 +700,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     tok.add_argument("--no-byte-fallback", action="store_true",
                      help="unknown characters become <unk> instead of UTF-8 byte pieces")
     model = p.add_argument_group("model (defaults: the preset's)")
-    model.add_argument("--preset", choices=("tiny", "small", "base", "big"),
-                       help="model shape (default small; base and big are the paper's Table 3)")
+    model.add_argument("--preset", choices=("tiny", "small", "base", "big", *RECIPES),
+                       help="model shape (default small; base and big are the paper's Table 3), "
+                       "or a whole recipe: multi30k-cpu is the README's one-hour CPU result "
+                       "(shape, optimisation and a 60-minute budget; any flag overrides it)")
     model.add_argument("--layers", type=int, help="encoder and decoder layers at once")
     for flag, field, kind, text in _MODEL_FLAGS:
         model.add_argument(flag, dest=field, type=kind, help=text)
@@ -984,30 +994,39 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 def _average(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from transformer.training.average import average_model_dirs
+    from transformer.training.average import average_model_dirs, average_snapshots
 
     out = Path(args.out)
     if (out / "config.json").exists() and not args.overwrite:
         raise InputError(f"{out} already holds a model; pass --overwrite to replace it")
-    summary = average_model_dirs(args.models, out)
+    if args.last is not None:
+        if len(args.models) != 1:
+            raise InputError(f"--last averages the snapshots of one run, got {len(args.models)} "
+                             "model directories")
+        summary = average_snapshots(args.models[0], out, last=args.last)
+        what = f"the last {args.last} snapshots (updates {', '.join(map(str, summary['steps']))})"
+    else:
+        summary = average_model_dirs(args.models, out)
+        what = f"{len(summary['averaged_from'])} models ({summary['parameters']:,} parameters)"
     if args.json:
         emit_json(summary)
     else:
-        print(f"averaged {len(summary['averaged_from'])} models ({summary['parameters']:,} "
-              f"parameters) into {summary['out']}")
+        print(f"averaged {what} into {summary['out']}")
     return 0
 
 
 def _add_average(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "average",
-        help="average the parameters of several model directories",
+        help="average the parameters of several model directories, or of a run's last snapshots",
         description="Checkpoint averaging (section 6.1 of the paper): every parameter of the new "
         "model is the mean over the given model directories, which must share configuration and "
-        "tokenizers.",
+        "tokenizers; or, with --last N and one run directory, over the weights that run kept of "
+        "its last N evaluations (train --keep-last).",
     )
     p.add_argument("--models", nargs="+", required=True, metavar="RUN_DIR",
-                   help="model directories to average (at least two)")
+                   help="model directories to average (at least two), or one run with --last")
+    p.add_argument("--last", type=int, metavar="N", help="average the run's newest N snapshots")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="where to write the average")
     p.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
     p.add_argument("--json", action="store_true", help="print one JSON object")

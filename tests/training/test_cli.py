@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from transformer.cli import main
 
@@ -178,3 +179,46 @@ def test_full_demo_reaches_90_percent_exact_match(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path / "demo"), "--json", "--no-progress"]) == 0
     summary = json_out(capsys)
     assert summary["test"]["exact_match"] >= 0.9
+
+
+def test_average_last_keeps_snapshots_and_validates_their_mean(number_files, tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    from transformer.training.checkpoint import list_snapshots, load_model_dir
+
+    run = tmp_path / "run"
+    assert main(["train", *data_flags(number_files), *TINY, "--max-steps", "6", "--eval-every", "2",
+                 "--average-last", "2", "--out", str(run), "--json"]) == 0
+    summary = json_out(capsys)
+    assert [step for step, _ in list_snapshots(run)] == [4, 6]  # the newest two of 2, 4, 6
+    assert summary["average"]["snapshots"] == [4, 6]
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["snapshots"] for r in records if r["kind"] == "average"] == [[4, 6]]
+
+    # the same average by hand: the mean of the two snapshot files, tensor by tensor
+    assert main(["average", "--models", str(run), "--last", "2", "--out", str(tmp_path / "avg"),
+                 "--json"]) == 0
+    assert json_out(capsys)["steps"] == [4, 6]
+    a, b = (load_file(str(path)) for _, path in list_snapshots(run))
+    averaged = load_model_dir(tmp_path / "avg").model.state_dict()
+    for name in a:
+        torch.testing.assert_close(averaged[name], (a[name] + b[name]) / 2)
+    assert main(["average", "--models", str(run), "--last", "3", "--out", str(tmp_path / "x")]) == 2
+    assert "2 snapshot(s), fewer than --last 3" in error_line(capsys)
+    assert not (tmp_path / "x").exists()
+
+
+def test_resume_drops_snapshots_newer_than_the_checkpoint(number_files, tmp_path, capsys):
+    from transformer.training.checkpoint import list_snapshots, save_snapshot
+
+    run = tmp_path / "run"
+    assert main(["train", *data_flags(number_files), *TINY, "--max-steps", "2", "--eval-every", "2",
+                 "--average-last", "3", "--out", str(run), "--json"]) == 0
+    capsys.readouterr()
+    (stray,) = list_snapshots(run)
+    save_snapshot(run, torch.nn.Linear(1, 1), step=3, keep=3)  # as if killed after a snapshot
+    assert main(["train", "--resume", str(run), "--max-steps", "4", "--json", "--no-progress",
+                 "--threads", "1"]) == 0
+    capsys.readouterr()
+    assert [step for step, _ in list_snapshots(run)] == [2, 4]
+    assert stray[1].is_file()

@@ -1,9 +1,10 @@
-"""Parameter averaging of several model directories (checkpoint averaging, section 6.1 of the paper).
+"""Parameter averaging (checkpoint averaging, section 6.1 of the paper).
 
-The paper averages the last checkpoints of a run; here any model directories of the same
-configuration and tokenizers can be averaged (e.g. runs from different seeds or stages of one
-run, copied aside). Every floating-point parameter and buffer becomes the mean over the inputs;
-the result is written as a new model directory.
+The paper averages the last checkpoints of a run: :func:`average_snapshots` does that with the
+weights a run keeps of its last evaluations (``RUN_DIR/snapshots/``, ``keep_last`` in training).
+:func:`average_model_dirs` averages any model directories of the same configuration and tokenizers
+(e.g. runs from different seeds). Every floating-point parameter and buffer becomes the mean over
+the inputs; the result is written as a new model directory.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from typing import Any
 import torch
 
 from transformer.errors import InputError
-from transformer.training.checkpoint import CONFIG_FILE, load_model_dir, save_model_dir
+from transformer.training.checkpoint import (
+    CONFIG_FILE,
+    SNAPSHOT_DIR,
+    list_snapshots,
+    load_model_dir,
+    load_weights,
+    save_model_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,3 +87,41 @@ def _averaged_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         if buf.is_floating_point():
             out[name] = buf
     return {name: t for name, t in out.items() if t.is_floating_point()}
+
+
+def average_weights(model: torch.nn.Module, paths: Sequence[Path]) -> torch.nn.Module:
+    """Set ``model``'s weights to the mean of the safetensors files ``paths`` (loaded in turn)."""
+    total: dict[str, torch.Tensor] = {}
+    for path in paths:
+        load_weights(model, path)
+        for name, tensor in _averaged_tensors(model).items():
+            value = tensor.detach().to(torch.float64)
+            total[name] = total[name] + value if name in total else value.clone()
+    with torch.no_grad():
+        for name, tensor in _averaged_tensors(model).items():
+            tensor.copy_(total[name] / len(paths))
+    return model
+
+
+def average_snapshots(run_dir: Path | str, out_dir: Path | str, *, last: int) -> dict[str, Any]:
+    """Average the newest ``last`` snapshots of the run in ``run_dir`` into the model directory
+    ``out_dir``. InputError when the run keeps fewer snapshots than that."""
+    run_dir = Path(run_dir)
+    if last < 2:
+        raise InputError(f"averaging needs at least two snapshots, got --last {last}")
+    snapshots = list_snapshots(run_dir)
+    if len(snapshots) < last:
+        raise InputError(
+            f"{run_dir / SNAPSHOT_DIR}: {len(snapshots)} snapshot(s), fewer than --last {last} "
+            "(train with --keep-last N to keep the weights of the last N evaluations)"
+        )
+    chosen = snapshots[-last:]
+    loaded = load_model_dir(run_dir)
+    average_weights(loaded.model, [path for _, path in chosen])
+    config = {k: v for k, v in loaded.config.items() if k not in ("best_validation", "model")}
+    config["averaged_from"] = [str(path) for _, path in chosen]
+    save_model_dir(out_dir, loaded.model, config=config, src_tokenizer=loaded.src_tokenizer,
+                   tgt_tokenizer=loaded.tgt_tokenizer)
+    log.info("averaged the last %d snapshots of %s into %s", last, run_dir, out_dir)
+    return {"out": str(out_dir), "averaged_from": config["averaged_from"],
+            "steps": [step for step, _ in chosen]}

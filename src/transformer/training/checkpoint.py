@@ -5,6 +5,7 @@
       model.safetensors   weights of the best model so far
       tokenizer/          SentencePiece models
       checkpoint/         last training state: model.safetensors + state.pt
+      snapshots/          step-NNNNNNN.safetensors: weights at the last evaluations (averaging)
       metrics.jsonl       written by the Trainer
 
 Every file is written to a temporary name in its own directory, fsync'ed and moved into place with
@@ -42,6 +43,7 @@ WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_DIR = "tokenizer"
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.pt"
+SNAPSHOT_DIR = "snapshots"
 
 
 # --- atomic writes -------------------------------------------------------------------------------
@@ -336,6 +338,40 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+# --- snapshots: the weights at recent evaluations, for checkpoint averaging -----------------------
+
+
+def snapshot_path(run_dir: Path | str, step: int) -> Path:
+    return Path(run_dir) / SNAPSHOT_DIR / f"step-{step:07d}.safetensors"
+
+
+def list_snapshots(run_dir: Path | str) -> list[tuple[int, Path]]:
+    """``(step, path)`` of every snapshot in ``RUN_DIR/snapshots/``, oldest first."""
+    found = []
+    folder = Path(run_dir) / SNAPSHOT_DIR
+    for path in folder.glob("step-*.safetensors") if folder.is_dir() else ():
+        digits = path.name[len("step-"):-len(".safetensors")]
+        if digits.isdigit():
+            found.append((int(digits), path))
+    return sorted(found)
+
+
+def save_snapshot(run_dir: Path | str, model: nn.Module, *, step: int, keep: int) -> None:
+    """Write the weights of update ``step`` and delete all but the newest ``keep`` snapshots."""
+    path = snapshot_path(run_dir, step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_weights(unwrap(model), path)
+    for _, old in list_snapshots(run_dir)[:-keep]:
+        old.unlink(missing_ok=True)
+
+
+def drop_snapshots_after(run_dir: Path | str, step: int) -> None:
+    """Delete snapshots newer than ``step`` (a resumed run redoes those updates)."""
+    for saved, path in list_snapshots(run_dir):
+        if saved > step:
+            path.unlink(missing_ok=True)
 
 
 # --- the training checkpoint ---------------------------------------------------------------------

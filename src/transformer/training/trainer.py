@@ -32,9 +32,11 @@ from transformer.errors import InputError
 from transformer.training import distributed as D
 from transformer.training.checkpoint import (
     atomic_write_text,
+    drop_snapshots_after,
     load_checkpoint,
     rng_state,
     save_checkpoint,
+    save_snapshot,
     seed_everything,
     set_rng_state,
     unwrap,
@@ -67,6 +69,7 @@ class TrainConfig:
     eval_every: int = 1000  # updates between evaluations (and checkpoints); 0: only at the end
     log_every: int = 100
     patience: int | None = None  # evaluations without improvement before stopping
+    keep_last: int = 0  # weights of the last N evaluations kept in RUN_DIR/snapshots/ (averaging)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -84,6 +87,8 @@ class TrainConfig:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.eval_every < 0 or self.log_every < 1:
             raise ValueError(f"bad eval_every={self.eval_every} or log_every={self.log_every}")
+        if self.keep_last < 0:
+            raise ValueError(f"keep_last must be at least 0, got {self.keep_last}")
 
 
 @dataclass
@@ -163,7 +168,7 @@ class Trainer:
 
     # --- one optimizer update ---------------------------------------------------------------------
 
-    def _autocast(self) -> contextlib.AbstractContextManager:
+    def autocast(self) -> contextlib.AbstractContextManager:
         if self.config.precision == "fp32":
             return contextlib.nullcontext()
         dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
@@ -187,7 +192,7 @@ class Trainer:
             no_sync = model.no_sync() if self.dist.is_distributed and not last else contextlib.nullcontext()
             batch = batch.to(self.device)
             with no_sync:
-                with self._autocast():
+                with self.autocast():
                     loss = self.task.loss(model, batch)
                 scaled = loss * factor
                 (scaler.scale(scaled) if scaler is not None else scaled).backward()
@@ -318,14 +323,14 @@ class Trainer:
                 f"lr {record['lr']:.3e} | {record['tokens_per_s']:,.0f} tok/s | "
                 f"{_clock(record['elapsed_s'])}"
             )
-        self._write_metrics(record)
+        self.write_metrics(record)
 
     def _evaluate(self, n: int) -> None:
         """Evaluate on rank 0, keep the best model, update the early-stopping counter."""
         st = self.state
         st.last_eval_step = st.step
         if self.dist.is_main:
-            with self._autocast():
+            with self.autocast():
                 result = self.task.evaluate(self.model)
             if result is None:  # no validation data: the last model is the one to keep
                 if self.save_best is not None:
@@ -350,7 +355,7 @@ class Trainer:
                           "lr": self._lr(), "elapsed_s": round(st.elapsed_s, 3), **st.last_eval}
                 figures = " | ".join(f"{k} {v:.4g}" for k, v in st.last_eval.items())
                 self._say(f"valid step {st.step} | {figures}" + (" | best" if better else ""))
-                self._write_metrics(record)
+                self.write_metrics(record)
         D.barrier()
 
     def _checkpoint(self) -> None:
@@ -367,6 +372,8 @@ class Trainer:
             "world_size": self.dist.world_size,
         }
         save_checkpoint(self.run_dir, model=self.model, state=state)
+        if self.config.keep_last:
+            save_snapshot(self.run_dir, self.model, step=self.state.step, keep=self.config.keep_last)
         D.barrier()
 
     def _restore(self) -> None:
@@ -393,6 +400,7 @@ class Trainer:
             seed_everything(self.config.seed + self.state.step + self.dist.rank)
         if self.dist.is_main and self.run_dir is not None:
             self._truncate_metrics(self.state.step)
+            drop_snapshots_after(self.run_dir, self.state.step)
             log.info("resumed %s at update %d (epoch %d, batch %d)", self.run_dir,
                      self.state.step, self.state.epoch, self.state.batch_index)
 
@@ -411,7 +419,7 @@ class Trainer:
                 continue  # a line cut by a kill
         atomic_write_text(path, "".join(k + "\n" for k in kept))
 
-    def _write_metrics(self, record: dict[str, Any]) -> None:
+    def write_metrics(self, record: dict[str, Any]) -> None:
         if self.run_dir is None or not self.dist.is_main:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -111,6 +111,7 @@ class TranslationTrainConfig:
     eval_every: int = 500
     log_every: int = 50
     patience: int | None = None
+    average_last: int = 0  # keep the weights of the last N evaluations; at the end try their mean
     bleu_sample: int = 500  # validation sentences translated for BLEU (0: no BLEU)
     metric: str = "bleu"  # selects the best model: bleu, chrf or exact_match
     decode_max_len_a: float = 1.5
@@ -133,6 +134,8 @@ class TranslationTrainConfig:
             raise ValueError(f"on_long must be one of {ON_LONG}, got {self.on_long!r}")
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {self.model_type!r}")
+        if self.average_last == 1 or self.average_last < 0:
+            raise ValueError(f"average_last must be 0 (off) or at least 2, got {self.average_last}")
         if self.metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
         LRSchedule(kind=self.schedule, warmup=self.warmup, scale=self.lr_scale, peak_lr=self.lr)
@@ -143,7 +146,7 @@ class TranslationTrainConfig:
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
             accumulate=self.accumulate, clip_norm=self.clip_norm, precision=self.precision,
             eval_every=self.eval_every, log_every=self.log_every, patience=self.patience,
-            seed=self.seed,
+            keep_last=self.average_last, seed=self.seed,
         )
 
     def replace(self, **changes: Any) -> TranslationTrainConfig:
@@ -351,7 +354,43 @@ def train_translation(
                       save_best=save_best, device=dev, progress=progress)
     result = trainer.fit(resume=resume)
     summary = summarize(result, run_dir=run_dir, model=model, cfg=cfg, train_pairs=len(encoded))
+    if cfg.average_last and info.is_main:
+        summary["average"] = _try_average(cfg, trainer, result, run_dir, save_best)
+    D.barrier()
     return {**summary, "device": str(dev), "world_size": info.world_size}
+
+
+def _try_average(cfg: TranslationTrainConfig, trainer: Trainer, result: TrainResult, run_dir: Path,
+                 save_best: Callable[[torch.nn.Module, dict[str, float]], None]) -> dict[str, Any] | None:
+    """Average the snapshots of the last ``cfg.average_last`` evaluations into the model and
+    validate it; it becomes the run's model when its metric beats the best single model's.
+
+    The model is left holding the average (the checkpoint keeps the last weights for a resume).
+    """
+    from transformer.training.average import average_weights
+    from transformer.training.checkpoint import list_snapshots
+
+    snapshots = list_snapshots(run_dir)[-cfg.average_last:]
+    if len(snapshots) < 2:
+        return None
+    average_weights(trainer.model, [path for _, path in snapshots])
+    with trainer.autocast():
+        evaluation = trainer.task.evaluate(trainer.model)
+    if evaluation is None:
+        return None
+    metric = cfg.metric if cfg.metric in evaluation else "loss"
+    value, best = float(evaluation[metric]), result.best_metric
+    better = best is None or (value < best if metric == "loss" else value > best)
+    steps = [step for step, _ in snapshots]
+    record = {"kind": "average", "step": result.steps, "snapshots": steps, "kept": better,
+              **{k: float(v) for k, v in evaluation.items()}}
+    trainer.write_metrics(record)
+    log.info("average of the snapshots of updates %s: %s %.4g (best single model %s)%s",
+             steps, metric, value, "none" if best is None else f"{best:.4g}",
+             "; it becomes the model" if better else "; the best single model stays")
+    if better:
+        save_best(trainer.model, {**evaluation, "averaged_steps": steps})
+    return record
 
 
 def summarize(result: TrainResult, *, run_dir: Path, model: torch.nn.Module,
