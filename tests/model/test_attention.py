@@ -30,6 +30,21 @@ def test_equals_torch_sdpa_with_padding_and_causal_mask(need_weights):
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("lk", [8, 33, 100])
+def test_single_query_decoding_step_equals_sdpa(lk):
+    # one query against many keys takes the spelled-out path on a CPU: same result as SDPA,
+    # fully masked rows (a finished, all-padding source) included
+    q, k, v = random_qkv(b=4, lq=1, lk=lk)
+    mask = torch.ones(4, 1, 1, lk, dtype=torch.bool)
+    mask[1, ..., lk // 2 :] = False
+    mask[3] = False
+    out, weights = attention(q, k, v, mask)
+    assert weights is None
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
+    assert torch.all(out[3] == 0)
+
+
 def test_weights_are_a_softmax_over_allowed_keys():
     q, k, v = random_qkv()
     mask = torch.tensor([True, True, True, False, True, False, False])  # (Lk,)

@@ -14,6 +14,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+# One query against more keys than this, on a CPU: the spelled-out matmuls beat SDPA's fused
+# kernel (4x at 100 keys, batch 80, 4 heads; equal near 30), which is every step of cached
+# decoding. benchmarks/decoding.py measures the effect.
+_CPU_SINGLE_QUERY_KEYS = 32
+
 
 def attention(
     query: Tensor,
@@ -28,14 +33,17 @@ def attention(
 
     Returns the output (B, H, Lq, Dh) and, when ``need_weights``, the attention weights
     (B, H, Lq, Lk) before dropout. Without weights the computation goes through
-    ``F.scaled_dot_product_attention`` (fused kernels); with them it is spelled out.
+    ``F.scaled_dot_product_attention`` (fused kernels), except for one query against many keys on
+    a CPU (a cached decoding step), where the spelled-out matmuls are faster; with weights it is
+    spelled out.
     A query whose every key is masked gets all-zero weights and a zero output (as SDPA does), so
     a row made only of padding never produces NaN. ``dropout_p`` is applied to the weights; pass
     0.0 outside training.
     """
     if mask is not None and mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
-    if not need_weights:
+    single_query = query.size(-2) == 1 and key.size(-2) > _CPU_SINGLE_QUERY_KEYS
+    if not need_weights and not (single_query and query.device.type == "cpu"):
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return out, None
 
@@ -46,4 +54,4 @@ def attention(
     if mask is not None:
         weights = weights.masked_fill(~mask, 0.0)  # fully masked rows: uniform -> zero
     attended = F.dropout(weights, dropout_p) if dropout_p > 0.0 else weights
-    return attended @ value, weights  # (B, H, Lq, Dh), (B, H, Lq, Lk)
+    return attended @ value, weights if need_weights else None  # (B, H, Lq, Dh), (B, H, Lq, Lk)
