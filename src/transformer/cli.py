@@ -232,7 +232,10 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
     pos.add_argument("--d-model", type=int, default=128, help="dimensions (default 128)")
     pos.add_argument("--max-len", type=int, default=64, help="positions (default 64)")
     curves = kinds.add_parser("curves", help="loss, learning rate and BLEU from metrics.jsonl")
-    curves.add_argument("run_dir", metavar="RUN_DIR", help="model directory (or a metrics file)")
+    curves.add_argument("run_dir", metavar="RUN_DIR", nargs="+",
+                        help="model directory (or a metrics file); several are drawn together")
+    curves.add_argument("--x", choices=("step", "minutes"), default="step",
+                        help="horizontal axis: update step (default) or minutes of training")
     for q, default in ((pos, "positional.png"), (curves, "curves.png")):
         q.add_argument("--out", default=default, help=f"picture file (default {default})")
         q.add_argument("--svg", action="store_true", help="also write an SVG beside the picture")
@@ -254,14 +257,18 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
         else:
             from transformer.visualization.curves import plot_training_curves, read_metrics
 
-            source = Path(args.run_dir)
-            if not source.exists():
-                raise InputError(f"{source}: no such model directory")
-            path = source / "metrics.jsonl" if source.is_dir() else source
-            records = read_metrics(path)
-            if not records:
-                raise InputError(f"{path}: no metrics recorded yet")
-            fig = plot_training_curves(records, title=str(source))
+            runs = {}
+            for name in args.run_dir:
+                source = Path(name)
+                if not source.exists():
+                    raise InputError(f"{source}: no such model directory")
+                path = source / "metrics.jsonl" if source.is_dir() else source
+                runs[name] = read_metrics(path)
+                if not runs[name]:
+                    raise InputError(f"{path}: no metrics recorded yet")
+            title = args.run_dir[0] if len(runs) == 1 else ""
+            fig = plot_training_curves(runs if len(runs) > 1 else runs[args.run_dir[0]],
+                                       x=args.x, title=title)
         files = [str(f) for f in save_figure(fig, args.out, svg=args.svg)]
         if args.json:
             emit_json({"plot": args.plot, "files": files})

@@ -37,6 +37,22 @@ def test_panels_draw_what_is_there():
     assert "BLEU" in bleu_ax.get_title() and "7.5" in bleu_ax.get_title()
 
 
+def test_minutes_axis_and_several_runs():
+    timed = [{"kind": "valid", "step": 100, "elapsed_s": 90.0, "bleu": 10.0, "loss": 4.0},
+             {"kind": "valid", "step": 200, "elapsed_s": 180.0, "bleu": 20.0, "loss": 3.0},
+             {"kind": "valid", "step": 300, "bleu": 30.0}]  # no elapsed_s: not on a time axis
+    fig = plot_training_curves(timed, x="minutes")
+    assert list(fig.axes[2].get_lines()[0].get_xdata()) == [1.5, 3.0]
+    assert "3.0 min" in fig.axes[2].get_title()
+    other = [{"kind": "valid", "step": 100, "elapsed_s": 60.0, "bleu": 25.0}]
+    fig = plot_training_curves({"en-de": timed, "de-en": other}, x="minutes")
+    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[2].get_lines()}
+    assert lines == {"en-de": [10.0, 20.0], "de-en": [25.0]}
+    assert "en-de 20" in fig.axes[2].get_title() and "de-en 25" in fig.axes[2].get_title()
+    with pytest.raises(ValueError, match="x must be one of"):
+        plot_training_curves(timed, x="hours")
+
+
 def test_classifier_metrics_and_empty_panels():
     fig = plot_training_curves([{"kind": "valid", "step": 1, "accuracy": 0.5}])
     assert "accuracy" in fig.axes[2].get_title()
@@ -52,6 +68,11 @@ def test_plot_curves_command(tmp_path, png_size, capsys):
     assert main(["plot", "curves", str(run), "--out", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["files"] == [str(out)]
     assert png_size(out)[0] > 0
+    other = tmp_path / "other"
+    other.mkdir()
+    _write(other / "metrics.jsonl", RECORDS)
+    assert main(["plot", "curves", str(run), str(other), "--x", "minutes", "--out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
 
 
 def test_read_metrics_names_the_bad_line(tmp_path):

@@ -58,13 +58,19 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _series(records: list[dict[str, Any]], kind: str, key: str) -> tuple[list[float], list[float]]:
-    """(steps, values) of the records of ``kind`` holding a numeric ``step`` and ``key``."""
+X_AXES = {"step": ("step", 1.0, "step"), "minutes": ("elapsed_s", 60.0, "minutes of training")}
+
+
+def _series(records: list[dict[str, Any]], kind: str, key: str,
+            x: str = "step") -> tuple[list[float], list[float]]:
+    """(x values, values) of the records of ``kind`` holding a numeric x field and ``key``; x is
+    the update step or the training minutes (``elapsed_s`` / 60)."""
+    field, scale, _ = X_AXES[x]
     points = []
     for r in records:
-        step, value = _number(r.get("step")), _number(r.get(key))
-        if r.get("kind") == kind and step is not None and value is not None:
-            points.append((step, value))
+        at, value = _number(r.get(field)), _number(r.get(key))
+        if r.get("kind") == kind and at is not None and value is not None:
+            points.append((at / scale, value))
     points.sort(key=lambda p: p[0])
     return [p[0] for p in points], [p[1] for p in points]
 
@@ -77,10 +83,19 @@ def validation_metric(records: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def plot_training_curves(records: list[dict[str, Any]], *, title: str = "") -> Figure:
-    """Three panels against the update step: training and validation loss, the learning rate,
-    and the validation metric (BLEU for translation)."""
-    metric = validation_metric(records)
+def plot_training_curves(runs: list[dict[str, Any]] | dict[str, list[dict[str, Any]]], *,
+                         x: str = "step", title: str = "") -> Figure:
+    """Three panels: training and validation loss, the learning rate, and the validation metric
+    (BLEU for translation), against the update step or (``x="minutes"``) the training minutes.
+
+    ``runs`` is one run's records, or ``{label: records}`` to draw several runs in one figure.
+    """
+    if x not in X_AXES:
+        raise ValueError(f"x must be one of {', '.join(X_AXES)}, got {x!r}")
+    named = runs if isinstance(runs, dict) else {"": runs}
+    several = len(named) > 1
+    colors = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+    metric = next((m for m in (validation_metric(r) for r in named.values()) if m), None)
     with style():
         fig = new_figure(12.0, 3.6)
         loss_ax, lr_ax, metric_ax = fig.subplots(1, 3)
@@ -89,42 +104,62 @@ def plot_training_curves(records: list[dict[str, Any]], *, title: str = "") -> F
             ax.text(0.5, 0.5, f"no {what} in the metrics", ha="center", va="center",
                     transform=ax.transAxes, color="gray")
 
-        steps, loss = _series(records, "train", "loss")
-        v_steps, v_loss = _series(records, "valid", "loss")
-        if steps:
-            loss_ax.plot(steps, loss, label="train", color="tab:blue", linewidth=1.2)
-        if v_steps:
-            loss_ax.plot(v_steps, v_loss, label="validation", color="tab:orange", marker="o",
-                         markersize=3, linewidth=1.2)
-        if steps or v_steps:
+        def label(name: str, what: str) -> str:
+            return f"{name} {what}".strip() if several else what
+
+        drawn = {"loss": False, "lr": False, "metric": []}
+        for i, (name, records) in enumerate(named.items()):
+            train_color = colors[(2 * i) % len(colors)] if several else "tab:blue"
+            valid_color = colors[(2 * i + 1) % len(colors)] if several else "tab:orange"
+            steps, loss = _series(records, "train", "loss", x)
+            v_steps, v_loss = _series(records, "valid", "loss", x)
+            if steps:
+                loss_ax.plot(steps, loss, label=label(name, "train"), color=train_color,
+                             linewidth=1.2)
+            if v_steps:
+                loss_ax.plot(v_steps, v_loss, label=label(name, "validation"), color=valid_color,
+                             marker="o", markersize=3, linewidth=1.2)
+            drawn["loss"] = drawn["loss"] or bool(steps or v_steps)
+
+            steps, lr = _series(records, "train", "lr", x)
+            if not steps:
+                steps, lr = _series(records, "valid", "lr", x)
+            if steps:
+                lr_ax.plot(steps, lr, color="tab:green" if not several else train_color,
+                           label=label(name, ""), linewidth=1.2)
+                lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+                drawn["lr"] = True
+
+            if metric is not None:
+                m_steps, values = _series(records, "valid", metric, x)
+                if m_steps:
+                    metric_ax.plot(m_steps, values, color="tab:red" if not several else valid_color,
+                                   label=label(name, ""), marker="o", markersize=3, linewidth=1.2)
+                    best = max(range(len(values)), key=values.__getitem__)  # higher is better
+                    drawn["metric"].append((name, values[best], m_steps[best]))
+        if drawn["loss"]:
             loss_ax.legend()
         else:
             empty(loss_ax, "loss")
         loss_ax.set_title("loss")
-
-        steps, lr = _series(records, "train", "lr")
-        if not steps:
-            steps, lr = _series(records, "valid", "lr")
-        if steps:
-            lr_ax.plot(steps, lr, color="tab:green", linewidth=1.2)
-            lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
-        else:
+        if not drawn["lr"]:
             empty(lr_ax, "learning rate")
         lr_ax.set_title("learning rate")
-
-        if metric is not None:
-            m_steps, values = _series(records, "valid", metric)
-            metric_ax.plot(m_steps, values, color="tab:red", marker="o", markersize=3,
-                           linewidth=1.2)
-            best = max(range(len(values)), key=values.__getitem__)  # every metric: higher is better
-            name = "BLEU" if metric == "bleu" else metric
-            metric_ax.set_title(f"validation {name} (best {values[best]:.4g} at step "
-                                f"{m_steps[best]:g})")
+        if drawn["metric"]:
+            shown = "BLEU" if metric == "bleu" else metric
+            if several:
+                metric_ax.legend()
+                best = ", ".join(f"{n} {v:.4g}" for n, v, _ in drawn["metric"])
+                metric_ax.set_title(f"validation {shown} (best: {best})")
+            else:
+                _, value, at = drawn["metric"][0]
+                where = f"step {at:g}" if x == "step" else f"{at:.1f} min"
+                metric_ax.set_title(f"validation {shown} (best {value:.4g} at {where})")
         else:
             empty(metric_ax, "validation metric")
             metric_ax.set_title("validation metric")
         for ax in (loss_ax, lr_ax, metric_ax):
-            ax.set_xlabel("step")
+            ax.set_xlabel(X_AXES[x][2])
             ax.grid(alpha=0.3)
         if title:
             fig.suptitle(title)
