@@ -16,6 +16,7 @@ fastest repeat of each counts, so the ratios are side by side on the same (share
 
     .venv/bin/python benchmarks/decoding.py            # writes benchmarks/results/decoding.json
     .venv/bin/python benchmarks/decoding.py --quick    # smoke run of seconds (JSON to the temp dir)
+    .venv/bin/python benchmarks/decoding.py --precision bf16 --output ...   # both models in bf16
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ def main() -> int:
     parser.add_argument("--uncached-repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face transformers")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="weights of both models (default fp32; bf16: both cast to bfloat16)")
     parser.add_argument("--output", type=Path, default=None, help=f"default {RESULTS}")
     args = parser.parse_args()
     if args.quick:
@@ -145,6 +148,10 @@ def main() -> int:
 
     ours, theirs = build_models(vocab=args.vocab, d_model=args.d_model, heads=args.heads,
                                 layers=args.layers, d_ff=args.d_ff, hf=not args.no_hf)
+    if args.precision == "bf16":
+        ours.to(torch.bfloat16)
+        if theirs is not None:
+            theirs.to(torch.bfloat16)
     src = random_sources(batch=args.batch, src_len=args.src_len, vocab=args.vocab, seed=0)
     # warm-up: first calls allocate and pick kernels
     for fn in runners(ours, theirs, src, length=3, beam=5).values():
@@ -188,6 +195,7 @@ def main() -> int:
         "model": {"vocab": args.vocab, "d_model": args.d_model, "heads": args.heads,
                   "layers": args.layers, "d_ff": args.d_ff,
                   "parameters": ours.num_parameters()},
+        "precision": args.precision,
         "batch": args.batch,
         "src_len_max": args.src_len,
         "threads": args.threads,

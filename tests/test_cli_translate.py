@@ -93,6 +93,23 @@ def test_translate_keeps_order_and_count(run_dir, tmp_path, capsys):
     assert read(alone_out) == [got[i] for i in sample]
 
 
+@pytest.mark.parametrize("beam", ["1", "3"])
+def test_translate_in_bf16(run_dir, tmp_path, capsys, beam):
+    lines = numbers(40, seed=3, empty_every=7)
+    src = write(tmp_path / "in.txt", lines)
+    outputs = {}
+    for precision in ("fp32", "bf16"):
+        out = tmp_path / f"{precision}.txt"
+        assert main(["translate", "--model", str(run_dir), "-i", str(src), "-o", str(out),
+                     "--beam", beam, "--precision", precision]) == 0, capsys.readouterr().err
+        outputs[precision] = read(out)
+    assert len(outputs["bf16"]) == 40
+    assert all((a == "") == (b == "") for a, b in zip(*outputs.values(), strict=True))
+    # rounding the weights to bf16 may flip a near-tie of a random model, but not most outputs
+    same = sum(a == b for a, b in zip(*outputs.values(), strict=True))
+    assert same >= 20, outputs
+
+
 def test_translate_streams_stdin_in_order(run_dir, tmp_path, capsys, monkeypatch):
     lines = numbers(120, seed=3, empty_every=10)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\n".join(lines).encode())))
