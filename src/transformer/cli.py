@@ -635,9 +635,10 @@ def _train(args: argparse.Namespace) -> int:
             for flag in ("norm_first", "share_embeddings", "tie_embeddings"):
                 if getattr(args, flag):
                     model[flag] = True
-            if args.layers is not None:
-                model.setdefault("num_encoder_layers", args.layers)
-                model.setdefault("num_decoder_layers", args.layers)
+            if args.layers is not None:  # --encoder-layers/--decoder-layers win over --layers
+                for field in ("num_encoder_layers", "num_decoder_layers"):
+                    if getattr(args, field) is None:
+                        model[field] = args.layers
             options = dict(recipe.get("training", {}))
             options.update({field: getattr(args, field) for _, field, _, _ in _TRAIN_FLAGS
                             if getattr(args, field) is not None})

@@ -222,3 +222,23 @@ def test_resume_drops_snapshots_newer_than_the_checkpoint(number_files, tmp_path
     capsys.readouterr()
     assert [step for step, _ in list_snapshots(run)] == [2, 4]
     assert stray[1].is_file()
+
+
+def test_recipe_preset_with_overrides(number_files, tmp_path, capsys):
+    from transformer.recipes import RECIPES
+
+    recipe = RECIPES["multi30k-cpu"]
+    run = tmp_path / "run"
+    flags = [f for f in TINY if f not in ("--preset", "tiny")]
+    assert main(["train", *data_flags(number_files), "--preset", "multi30k-cpu", *flags,
+                 "--max-steps", "1", "--out", str(run), "--json"]) == 0
+    summary = json_out(capsys)
+    assert summary["stopped_by"] == "max_steps"  # a stop flag replaces the recipe's budget
+    config = json.loads((run / "config.json").read_text())
+    model, training = config["model"], config["training"]
+    assert model["d_model"] == 16 and model["num_encoder_layers"] == 1  # flags win
+    assert model["dropout"] == recipe["model"]["dropout"]  # the rest is the recipe's
+    assert model["tie_embeddings"] and model["share_embeddings"]
+    assert training["lr"] == recipe["training"]["lr"]
+    assert training["average_last"] == recipe["training"]["average_last"]
+    assert training["vocab_size"] == 60 and training["minutes"] is None
