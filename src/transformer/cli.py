@@ -561,6 +561,8 @@ _TRAIN_FLAGS = (
     ("--warmup", "warmup", int, "warmup updates (default: 4000 for base/big, 400 for tiny/small)"),
     ("--lr-scale", "lr_scale", float, "noam: factor on equation 3 (default 1)"),
     ("--lr", "lr", float, "inverse_sqrt/constant: the peak learning rate (default 1e-3)"),
+    ("--cooldown", "cooldown", int, "lower the rate linearly towards 0 over the last N updates "
+     "before --max-steps (default 0: no cool-down)"),
     ("--adam-eps", "adam_eps", float, "Adam epsilon (default 1e-9)"),
     ("--weight-decay", "weight_decay", float, "decoupled weight decay, AdamW (default 0, as the paper)"),
     ("--label-smoothing", "label_smoothing", float, "epsilon_ls (default 0.1)"),

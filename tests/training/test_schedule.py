@@ -76,3 +76,19 @@ def test_adam_has_the_papers_settings():
 def test_bad_schedule_raises(kwargs):
     with pytest.raises(ValueError):
         LRSchedule(**kwargs)
+
+
+def test_linear_cooldown_to_the_last_update():
+    base = LRSchedule(kind="inverse_sqrt", warmup=10, peak_lr=1e-3)
+    cool = LRSchedule(kind="inverse_sqrt", warmup=10, peak_lr=1e-3, cooldown=40, total=100)
+    for step in (1, 10, 30, 60):  # untouched before the cool-down starts
+        assert cool.rate(step) == base.rate(step)
+    # then the factor falls linearly: (total - step + 1) / cooldown
+    for step in (61, 80, 100):
+        assert cool.rate(step) == pytest.approx(base.rate(step) * (101 - step) / 40)
+    assert cool.rate(100) < cool.rate(99) < cool.rate(61)
+    assert cool.rate(150) == pytest.approx(base.rate(150) / 40)  # past the total: the floor
+    with pytest.raises(ValueError, match="needs a total"):
+        LRSchedule(kind="inverse_sqrt", warmup=10, cooldown=40)
+    with pytest.raises(ValueError, match="needs a total"):
+        LRSchedule(kind="inverse_sqrt", warmup=10, cooldown=40, total=20)

@@ -2,7 +2,9 @@
 with an explicit peak learning rate.
 
 ``step`` counts optimizer updates from 1, as ``step_num`` in the paper does. Both rates rise
-linearly for ``warmup`` updates, peak at update ``warmup`` and then decay as ``step^-0.5``.
+linearly for ``warmup`` updates, peak at update ``warmup`` and then decay as ``step^-0.5``. For
+short runs of a known length an optional linear cool-down brings the rate towards 0 over the last
+``cooldown`` updates before ``total`` (= max_steps), which the paper's schedule never does.
 
 :func:`build_scheduler` wraps them in a ``torch.optim.lr_scheduler.LambdaLR`` whose multiplier *is*
 the learning rate (the optimizer's base lr is set to 1), so ``scheduler.state_dict()`` round-trips
@@ -44,6 +46,10 @@ class LRSchedule:
     d_model: int = 512
     scale: float = 1.0
     peak_lr: float = 1e-3
+    # linear cool-down: over the last ``cooldown`` updates before update ``total`` the rate is
+    # multiplied by a factor falling linearly from 1 to 1 / cooldown (0: no cool-down)
+    cooldown: int = 0
+    total: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in SCHEDULES:
@@ -54,14 +60,21 @@ class LRSchedule:
             raise ValueError(f"d_model must be positive, got {self.d_model}")
         if self.scale <= 0 or self.peak_lr <= 0:
             raise ValueError(f"scale and peak_lr must be positive, got {self.scale}, {self.peak_lr}")
+        if self.cooldown < 0 or (self.cooldown and (self.total is None or self.total < self.cooldown)):
+            raise ValueError(f"a cool-down of {self.cooldown} updates needs a total of at least as "
+                             f"many updates (max_steps), got {self.total}")
 
     def rate(self, step: int) -> float:
         """The learning rate of update ``step`` (1-based)."""
         if self.kind == "noam":
-            return noam_rate(step, d_model=self.d_model, warmup=self.warmup, scale=self.scale)
-        if self.kind == "inverse_sqrt":
-            return inverse_sqrt_rate(step, peak_lr=self.peak_lr, warmup=self.warmup)
-        return self.peak_lr
+            rate = noam_rate(step, d_model=self.d_model, warmup=self.warmup, scale=self.scale)
+        elif self.kind == "inverse_sqrt":
+            rate = inverse_sqrt_rate(step, peak_lr=self.peak_lr, warmup=self.warmup)
+        else:
+            rate = self.peak_lr
+        if self.cooldown and self.total is not None:
+            rate *= min(1.0, max(self.total - step + 1, 1) / self.cooldown)
+        return rate
 
     def __call__(self, scheduler_steps: int) -> float:
         return self.rate(scheduler_steps + 1)

@@ -98,6 +98,7 @@ class TranslationTrainConfig:
     warmup: int = 4000
     lr_scale: float = 1.0  # noam: multiplies equation (3)
     lr: float = 1e-3  # inverse_sqrt: the peak learning rate
+    cooldown: int = 0  # linear cool-down over the last N updates before max_steps (0: none)
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
@@ -138,7 +139,8 @@ class TranslationTrainConfig:
             raise ValueError(f"average_last must be 0 (off) or at least 2, got {self.average_last}")
         if self.metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
-        LRSchedule(kind=self.schedule, warmup=self.warmup, scale=self.lr_scale, peak_lr=self.lr)
+        LRSchedule(kind=self.schedule, warmup=self.warmup, scale=self.lr_scale, peak_lr=self.lr,
+                   cooldown=self.cooldown, total=self.max_steps)
         self.loop_config()  # validates the loop fields
 
     def loop_config(self) -> TrainConfig:
@@ -325,7 +327,7 @@ def train_translation(
                                 weight_decay=cfg.weight_decay)
     scheduler = build_scheduler(optimizer, schedule=LRSchedule(
         kind=cfg.schedule, warmup=cfg.warmup, d_model=model_cfg.d_model, scale=cfg.lr_scale,
-        peak_lr=cfg.lr))
+        peak_lr=cfg.lr, cooldown=cfg.cooldown, total=cfg.max_steps))
 
     stored_config = {
         "task": "translation",
