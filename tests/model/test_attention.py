@@ -45,6 +45,22 @@ def test_single_query_decoding_step_equals_sdpa(lk):
     assert torch.all(out[3] == 0)
 
 
+def test_bfloat16_takes_the_spelled_out_path_and_matches_sdpa_forward_and_backward():
+    q, k, v = (t.bfloat16().requires_grad_(True) for t in random_qkv(b=3, lq=6, lk=6))
+    tokens = torch.tensor([[5, 6, 7, 8, 9, 4], [5, 6, 7, 0, 0, 0], [0] * 6])
+    mask = padding_mask(tokens, 0) & subsequent_mask(6)
+    out, _ = attention(q, k, v, mask)
+    out.float().square().sum().backward()
+    grads = [t.grad for t in (q, k, v)]
+    ref_in = [t.detach().float().requires_grad_(True) for t in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*ref_in, attn_mask=mask)
+    ref.square().sum().backward()
+    torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)  # bf16: 8 bits of mantissa
+    for got, want in zip(grads, (t.grad for t in ref_in), strict=True):
+        torch.testing.assert_close(got.float(), want, atol=5e-2, rtol=5e-2)
+    assert not torch.isnan(out).any() and torch.all(out[2] == 0)
+
+
 def test_weights_are_a_softmax_over_allowed_keys():
     q, k, v = random_qkv()
     mask = torch.tensor([True, True, True, False, True, False, False])  # (Lk,)

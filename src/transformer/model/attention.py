@@ -14,10 +14,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-# One query against more keys than this, on a CPU: the spelled-out matmuls beat SDPA's fused
-# kernel (4x at 100 keys, batch 80, 4 heads; equal near 30), which is every step of cached
-# decoding. benchmarks/decoding.py measures the effect.
+# Where the spelled-out matmuls beat SDPA's fused kernel on a CPU (torch 2.13, measured):
+# - one query against more keys than this (4x at 100 keys, batch 80, 4 heads; equal near 30),
+#   which is every step of cached decoding (benchmarks/decoding.py);
+# - bfloat16/float16 inputs (bf16 autocast training): the CPU flash kernel's forward + backward is
+#   4-5x slower than matmul + softmax there (benchmarks/train_throughput.py).
 _CPU_SINGLE_QUERY_KEYS = 32
+_CPU_SLOW_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def _use_sdpa(query: Tensor, key: Tensor) -> bool:
+    if query.device.type != "cpu":
+        return True
+    single_query = query.size(-2) == 1 and key.size(-2) > _CPU_SINGLE_QUERY_KEYS
+    return not single_query and query.dtype not in _CPU_SLOW_DTYPES
 
 
 def attention(
@@ -33,17 +43,16 @@ def attention(
 
     Returns the output (B, H, Lq, Dh) and, when ``need_weights``, the attention weights
     (B, H, Lq, Lk) before dropout. Without weights the computation goes through
-    ``F.scaled_dot_product_attention`` (fused kernels), except for one query against many keys on
-    a CPU (a cached decoding step), where the spelled-out matmuls are faster; with weights it is
-    spelled out.
+    ``F.scaled_dot_product_attention`` (fused kernels), except on a CPU for one query against many
+    keys (a cached decoding step) and for bfloat16/float16 inputs, where the spelled-out matmuls
+    are faster; with weights it is spelled out.
     A query whose every key is masked gets all-zero weights and a zero output (as SDPA does), so
     a row made only of padding never produces NaN. ``dropout_p`` is applied to the weights; pass
     0.0 outside training.
     """
     if mask is not None and mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
-    single_query = query.size(-2) == 1 and key.size(-2) > _CPU_SINGLE_QUERY_KEYS
-    if not need_weights and not (single_query and query.device.type == "cpu"):
+    if not need_weights and _use_sdpa(query, key):
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return out, None
 
