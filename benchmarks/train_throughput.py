@@ -1,13 +1,16 @@
 """Training throughput: our Transformer against torch.nn.Transformer, side by side in one run.
 
 Both models get the same embeddings (ours: scaled token embedding + sinusoidal positions), the same
-output projection, dimensions, batches, loss, optimizer and precision; only the encoder/decoder
-stacks differ. Steps alternate between the two models in rounds, so machine noise hits both alike.
-Model FLOPs utilisation (MFU) is measured against a matmul peak taken in the same run.
+output projection, dimensions, batches, loss (F.cross_entropy), optimizer (torch.optim.Adam) and
+precision; only the encoder/decoder stacks differ. A third contender, ``ours+opts``, is our model
+with what the project's trainer adds: the label-smoothed loss with its hand-written gradient and
+the fused Adam kernel; ``--compile`` adds ``ours+opts+compile`` (torch.compile of the model).
+Steps alternate between the contenders in rounds, so machine noise hits all alike; the best round
+counts. Model FLOPs utilisation (MFU) is measured against a matmul peak taken in the same run.
 
     .venv/bin/python benchmarks/train_throughput.py            # d_model 256 and 512, fp32 and bf16
     .venv/bin/python benchmarks/train_throughput.py --quick    # a smoke run
-    .venv/bin/python benchmarks/train_throughput.py --compile  # adds torch.compile'd ours
+    .venv/bin/python benchmarks/train_throughput.py --compile  # adds torch.compile'd ours+opts
 
 Prints a table and writes benchmarks/results/train_throughput.json.
 """
@@ -26,6 +29,8 @@ from torch import nn
 
 from machine import cpu_name  # benchmarks/machine.py
 from transformer import ModelConfig, Transformer
+from transformer.training.loss import label_smoothed_cross_entropy
+from transformer.training.optimizer import build_optimizer
 
 PAD = 0
 
@@ -99,7 +104,16 @@ def make_batches(cfg: ModelConfig, n: int, batch: int, src_len: int, tgt_len: in
     return out
 
 
-def step_fn(model: nn.Module, optimizer, precision: str):
+def torch_loss(logits, tgt_out):
+    return F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=PAD,
+                           label_smoothing=0.1)
+
+
+def project_loss(logits, tgt_out):
+    return label_smoothed_cross_entropy(logits, tgt_out, smoothing=0.1, reduction="mean")
+
+
+def step_fn(model: nn.Module, optimizer, precision: str, loss_fn):
     autocast = (
         torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
     )
@@ -107,8 +121,7 @@ def step_fn(model: nn.Module, optimizer, precision: str):
     def step(src, tgt_in, tgt_out):
         with autocast:
             logits = model(src, tgt_in)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=PAD,
-                               label_smoothing=0.1)
+        loss = loss_fn(logits, tgt_out)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -124,14 +137,19 @@ def measure(args: argparse.Namespace, d_model: int, precision: str) -> dict:
     torch.manual_seed(0)
     ours = Transformer(cfg)
     ref = TorchReference(Transformer(cfg))
-    contenders = {"ours": ours, "torch": ref}
+    plain = {"ours": ours, "torch": ref}
+    project = {"ours+opts": Transformer(cfg)}
     if args.compile:
-        contenders["ours+compile"] = torch.compile(Transformer(cfg))
+        project["ours+opts+compile"] = torch.compile(Transformer(cfg), dynamic=False)
     steps = {}
-    for name, model in contenders.items():
+    for name, model in plain.items():
         model.train()
         opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-        steps[name] = step_fn(model, opt, precision)
+        steps[name] = step_fn(model, opt, precision, torch_loss)
+    for name, model in project.items():
+        model.train()
+        opt = build_optimizer(model, lr=1e-4)  # fused Adam, the trainer's
+        steps[name] = step_fn(model, opt, precision, project_loss)
     batches = make_batches(cfg, args.steps, args.batch, args.src_len, args.tgt_len)
     tokens = sum(int((s != PAD).sum() + (t != PAD).sum()) for s, _, t in batches)
     for step in steps.values():  # warm-up (and compilation)
@@ -168,12 +186,15 @@ def main() -> None:
     parser.add_argument("--tgt-len", type=int, default=24)
     parser.add_argument("--steps", type=int, default=6, help="steps per round per model")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--compile", action="store_true", help="also time torch.compile(ours)")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile(ours+opts)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "train_throughput.json")
     args = parser.parse_args()
     if args.quick:
         args.d_model, args.steps, args.rounds, args.layers = [128], 2, 2, 1
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rows = [measure(args, d, p) for d in args.d_model for p in args.precision]
     names = [k[: -len("_tokens_per_s")] for k in rows[0] if k.endswith("_tokens_per_s")]
     header = f"{'d_model':>7} {'prec':>5} {'peak GF/s':>9} " + " ".join(
