@@ -267,6 +267,10 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
                 if not runs[name]:
                     raise InputError(f"{path}: no metrics recorded yet")
             title = args.run_dir[0] if len(runs) == 1 else ""
+            short = {name: Path(name).name or name for name in runs}
+            if len(set(short.values())) == len(runs):  # label by folder name when unambiguous
+                runs = {short[name]: records for name, records in runs.items()}
+                args.run_dir = [short[name] for name in args.run_dir]
             fig = plot_training_curves(runs if len(runs) > 1 else runs[args.run_dir[0]],
                                        x=args.x, title=title)
         files = [str(f) for f in save_figure(fig, args.out, svg=args.svg)]
