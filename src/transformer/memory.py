@@ -21,7 +21,7 @@ encoder-only models, but counts what PyTorch actually keeps:
   sub-layer with its dtype (autocast keeps matmul outputs in 16 bits and LayerNorm, residual sums
   and the loss in 32) and with the dropout masks (a byte per element on CUDA, the activation's
   dtype on the CPU);
-* the loss works on (tokens x vocabulary) log-probabilities and their gradients.
+* the loss works on (tokens x vocabulary) float32 logits and their gradient.
 
 The peak is then the largest of a few moments: the start of the backward pass (activations and
 the loss's gradients), the output projection's backward (activations, the logits' gradient and the
@@ -365,10 +365,10 @@ def _translation_stacks(config: ModelConfig, b: int, s: int, t: int, by: _Bytes,
     output_in = n_tgt * d * a + (n_tgt * (d * FP32 + 2 * FP32) if final_norm else 0)
     decoder = (_embedding_bytes(config, n_tgt, by) + memory_in + output_in
                + config.num_decoder_layers * _decoder_layer_bytes(config, b, t, s, by))
-    # float32 log-probabilities, the gradient of the NLL term (and of the smoothing term) and
-    # their sum, all (B*T, V), as transformer.training.loss computes them
-    terms = 4 if label_smoothing > 0 else 3
-    grads = "NLL and smoothing gradients and their sum" if label_smoothing > 0 else "2 gradients"
+    # transformer.training.loss saves the float32 logits (B*T, V) for its hand-written backward,
+    # which builds the gradient in one more (B*T, V) float32 tensor; label smoothing adds none
+    terms = 2
+    grads = "and their gradient"
     # the output projection's backward: the logits' gradient, the weight gradient (under autocast
     # first in 16 bits, then float32) and the gradient of its input
     grad16 = a if a != FP32 else 0
@@ -382,7 +382,7 @@ def _translation_stacks(config: ModelConfig, b: int, s: int, t: int, by: _Bytes,
         ),
         batch=(n_src + 2 * n_tgt) * INT64,
         loss=terms * n_tgt * v * FP32,
-        loss_text=f"log-probabilities, {grads}: {b} x {t} x {v}, float32",
+        loss_text=f"logits {grads}: {b} x {t} x {v}, float32",
         head_params=v * d + v,
         last_tokens=n_tgt,
         last_moment=("output projection's backward", out_proj,
@@ -443,7 +443,7 @@ def estimate_training_memory(
     dropout masks' size, the attention kernel and Adam's temporaries. ``encoder_only`` estimates
     a ``TransformerClassifier`` with ``num_labels`` and ``pooling`` (loss over (B, num_labels)
     logits). The translation loss is :func:`transformer.training.loss.label_smoothed_cross_entropy`;
-    ``label_smoothing`` > 0 adds the gradient of its smoothing term, one more (B*T, V) tensor.
+    ``label_smoothing`` does not change the estimate: the loss keeps the same two tensors either way.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
