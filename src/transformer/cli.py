@@ -649,7 +649,12 @@ def _train(args: argparse.Namespace) -> int:
             options.update({field: getattr(args, field) for _, field, _, _ in _TRAIN_FLAGS
                             if getattr(args, field) is not None})
             if recipe and all(v is None for k, v in stop.items() if k != "patience"):
-                stop["minutes"] = recipe["minutes"]
+                stop.update(recipe["stop"])  # a stop flag replaces the recipe's whole budget
+            elif recipe.get("training", {}).get("cooldown") and args.cooldown is None:
+                # keep the recipe's cool-down as the same share of the new --max-steps (none
+                # without one)
+                share = recipe["training"]["cooldown"] / recipe["stop"]["max_steps"]
+                options["cooldown"] = round(share * stop["max_steps"]) if stop["max_steps"] else 0
             # base and big: the paper's schedule; tiny and small are for short CPU runs of a few
             # hundred to a few thousand updates, where 4000 warmup updates would never end
             paper = preset in ("base", "big")

@@ -231,7 +231,7 @@ def test_recipe_preset_with_overrides(number_files, tmp_path, capsys):
     run = tmp_path / "run"
     flags = [f for f in TINY if f not in ("--preset", "tiny")]
     assert main(["train", *data_flags(number_files), "--preset", "multi30k-cpu", *flags,
-                 "--max-steps", "1", "--out", str(run), "--json"]) == 0
+                 "--max-steps", "28", "--out", str(run), "--json"]) == 0
     summary = json_out(capsys)
     assert summary["stopped_by"] == "max_steps"  # a stop flag replaces the recipe's budget
     config = json.loads((run / "config.json").read_text())
@@ -242,3 +242,6 @@ def test_recipe_preset_with_overrides(number_files, tmp_path, capsys):
     assert training["lr"] == recipe["training"]["lr"]
     assert training["average_last"] == recipe["training"]["average_last"]
     assert training["vocab_size"] == 60 and training["minutes"] is None
+    # the recipe's cool-down keeps its share of the updates: 1800 of 5600 -> 9 of 28
+    share = recipe["training"]["cooldown"] / recipe["stop"]["max_steps"]
+    assert training["cooldown"] == round(share * 28) == 9
