@@ -2,9 +2,9 @@
 
 For each direction (English->German and German->English by default) it runs the real commands:
 
-1. ``transformer train --preset multi30k-cpu --src S --tgt T --minutes M --threads 1``: both
-   directions train at the same time, one thread each (``--sequential`` trains them one after the
-   other with ``--threads`` threads instead);
+1. ``transformer train --preset multi30k-cpu --src S --tgt T --threads N``: one direction after
+   the other, each with all cores (the recipe's own budget: 60 minutes or 5600 updates; ``--minutes
+   M`` replaces it); ``--parallel`` trains both at the same time with one thread each instead;
 2. decoding settings are chosen on the validation split only (beam size and length penalty, best
    validation BLEU; greedy is always reported too);
 3. ``transformer evaluate --split test_2016_flickr``: detokenized cased sacreBLEU (the target),
@@ -14,10 +14,11 @@ Writes ``benchmarks/results/quality.json``, prints a table (Markdown, as the REA
 draws validation BLEU against minutes of training for the runs (``transformer plot curves --x
 minutes``).
 
-    .venv/bin/python benchmarks/quality.py --minutes 60
+    .venv/bin/python benchmarks/quality.py                       # the recipe, 2 x 60 minutes
     .venv/bin/python benchmarks/quality.py --skip-train --runs runs/quality   # score existing runs
 
-Scoring (the decoding grid on validation, then test) runs one process per direction at once.
+Scoring (the decoding grid on validation, then test) runs one process per direction at once,
+sharing the threads.
     .venv/bin/python benchmarks/quality.py --minutes 1 --directions en-de --runs /tmp/q  # smoke
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -56,13 +58,14 @@ def train(directions: list[tuple[str, str]], runs: Path, args: argparse.Namespac
     commands = {}
     for src, tgt in directions:
         out = runs / f"{src}-{tgt}"
-        threads = args.threads if args.sequential else 1
+        threads = 1 if args.parallel else args.threads
+        budget = ["--minutes", str(args.minutes)] if args.minutes is not None else []
         commands[f"{src}-{tgt}"] = transformer(
-            "train", "--preset", args.preset, "--src", src, "--tgt", tgt, "--minutes",
-            str(args.minutes), "--out", str(out), "--overwrite", "--no-progress", "--json",
+            "train", "--preset", args.preset, "--src", src, "--tgt", tgt, *budget,
+            "--out", str(out), "--overwrite", "--no-progress", "--json",
             *args.train_args, threads=threads)
     summaries: dict[str, dict] = {}
-    if args.sequential:
+    if not args.parallel:
         for name, command in commands.items():
             print("$", " ".join(command[1:]), flush=True)
             summaries[name] = run_json(command)
@@ -107,6 +110,18 @@ def score(run: Path, threads: int) -> dict:
     return {"validation_decoding": valid, "chosen": chosen, "test": test}
 
 
+def run_facts(run: Path) -> dict:
+    """Updates, epochs and training seconds of a run without summary.json, from metrics.jsonl."""
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
+    timed = [r for r in records if "elapsed_s" in r]
+    if not timed:
+        return {}
+    last = timed[-1]
+    speeds = [r["tokens_per_s"] for r in records if r.get("kind") == "train" and "tokens_per_s" in r]
+    return {"steps": last["step"], "epochs": round(last["epoch"], 2), "train_s": last["elapsed_s"],
+            "tokens_per_s": round(sum(speeds) / len(speeds)) if speeds else None}
+
+
 def validation_curve(run: Path) -> list[dict]:
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
     return [{"step": r["step"], "minutes": round(r["elapsed_s"] / 60, 2), "bleu": round(r["bleu"], 2)}
@@ -115,14 +130,16 @@ def validation_curve(run: Path) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=60.0, help="training budget per direction")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="training budget per direction (default: the recipe's)")
     parser.add_argument("--directions", nargs="+", default=["en-de", "de-en"])
     parser.add_argument("--preset", default="multi30k-cpu")
     parser.add_argument("--runs", type=Path, default=Path("runs/quality"), help="run directories")
-    parser.add_argument("--sequential", action="store_true",
-                        help="train one direction after the other with --threads threads")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="threads of sequential training and of evaluation (default 1)")
+    parser.add_argument("--parallel", action="store_true",
+                        help="train the directions at the same time, one thread each")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="threads of training (one direction at a time) and, shared by the "
+                             "directions, of evaluation (default: all cores)")
     parser.add_argument("--skip-train", action="store_true", help="score the runs already in --runs")
     parser.add_argument("--plot", type=Path, default=None,
                         help="BLEU-against-minutes picture (default RUNS/bleu-minutes.png)")
@@ -138,7 +155,8 @@ def main() -> int:
 
     names = [f"{src}-{tgt}" for src, tgt in directions]
     with ThreadPoolExecutor(max_workers=len(names)) as pool:  # directions are scored at once
-        scores = dict(zip(names, pool.map(lambda n: score(args.runs / n, args.threads), names),
+        threads = max(1, args.threads // len(names))
+        scores = dict(zip(names, pool.map(lambda n: score(args.runs / n, threads), names),
                           strict=True))
     rows = []
     for name in names:
@@ -147,6 +165,8 @@ def main() -> int:
         summary = summaries.get(name, {})
         if not summary and (run / "summary.json").is_file():
             summary = json.loads((run / "summary.json").read_text())
+        if not summary:  # trained by hand (transformer train): what metrics.jsonl says
+            summary = run_facts(run)
         scored = scores[name]
         curve = validation_curve(run)
         averaged = config.get("best_validation", {}).get("averaged_steps")
@@ -166,7 +186,8 @@ def main() -> int:
                     "--out", str(plot)], check=True, capture_output=True)
 
     print()
-    print(f"Multi30k {TEST_SPLIT}, {args.minutes:g} minutes of training per direction, {cpu_name()}")
+    budget = f"{args.minutes:g} minutes" if args.minutes is not None else f"the {args.preset} budget"
+    print(f"Multi30k {TEST_SPLIT}, {budget} of training per direction, {cpu_name()}")
     print("| direction | updates | BLEU greedy | BLEU (beam, lp) | chrF | lc tok BLEU |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
@@ -177,7 +198,8 @@ def main() -> int:
         "benchmark": "quality",
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": cpu_name(), "minutes": args.minutes, "preset": args.preset,
-        "parallel": not args.sequential, "wall_minutes": round((time.monotonic() - start) / 60, 1),
+        "parallel": args.parallel, "threads": 1 if args.parallel else args.threads,
+        "wall_minutes": round((time.monotonic() - start) / 60, 1),
         "plot": str(plot), "rows": rows,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
