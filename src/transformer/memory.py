@@ -352,8 +352,7 @@ class _Stacks:
     last_moment: tuple[str, int, str]  # the model-specific moment: name, transient bytes, what
 
 
-def _translation_stacks(config: ModelConfig, b: int, s: int, t: int, by: _Bytes,
-                        label_smoothing: float) -> _Stacks:
+def _translation_stacks(config: ModelConfig, b: int, s: int, t: int, by: _Bytes) -> _Stacks:
     d, a = config.d_model, by.act
     n_src, n_tgt, v = b * s, b * t, config.tgt_vocab_size
     final_norm = config.norm_first
@@ -461,7 +460,7 @@ def estimate_training_memory(
     if encoder_only:
         stacks = _classifier_stacks(config, b, src_len, by, num_labels, pooling)
     else:
-        stacks = _translation_stacks(config, b, src_len, tgt_len, by, label_smoothing)
+        stacks = _translation_stacks(config, b, src_len, tgt_len, by)
 
     # The last layer's FFN backward: the head's weight gradient, then the second matmul's, and two
     # (tokens, F) gradients in flight plus the residual gradient, while the layer's LayerNorm
