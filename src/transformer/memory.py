@@ -275,6 +275,13 @@ def _attention_bytes(
     kernel then), the weights themselves."""
     h = config.num_heads
     rows = lq if causal else 1
+    if not by.cuda and by.act < FP32:
+        # bf16/fp16 on the CPU: model/attention.py spells attention out (matmul, softmax) rather
+        # than call SDPA, so autograd keeps the softmax output and, for the product with V, the
+        # masked weights (with attention dropout: the dropout mask and the dropped weights
+        # instead), plus two boolean inverted masks
+        weights = batch * h * lq * lk * by.act * (3 if config.attention_dropout > 0 else 2)
+        return weights + 2 * batch * rows * lk
     if by.cuda:
         lk_mask = lk if lk % 8 == 0 else lk + 8 - lk % 8  # memory-efficient kernel: aligned bias
         lse_len = 32 * math.ceil(lq / 32)
@@ -365,12 +372,12 @@ def _translation_stacks(config: ModelConfig, b: int, s: int, t: int, by: _Bytes)
     decoder = (_embedding_bytes(config, n_tgt, by) + memory_in + output_in
                + config.num_decoder_layers * _decoder_layer_bytes(config, b, t, s, by))
     # transformer.training.loss saves the float32 logits (B*T, V) for its hand-written backward,
-    # which builds the gradient in one more (B*T, V) float32 tensor; label smoothing adds none
-    terms = 2
-    grads = "and their gradient"
+    # which builds the gradient in one more (B*T, V) float32 tensor; label smoothing adds none.
+    # Under autocast the model's 16-bit logits stay alive beside their float32 copy.
+    grad16 = a if a != FP32 else 0
+    grads = "and their gradient" + (" (and the 16-bit logits)" if grad16 else "")
     # the output projection's backward: the logits' gradient, the weight gradient (under autocast
     # first in 16 bits, then float32) and the gradient of its input
-    grad16 = a if a != FP32 else 0
     out_proj = n_tgt * v * a + v * d * (FP32 + grad16) + n_tgt * d * a
     return _Stacks(
         lines=(
@@ -380,7 +387,7 @@ def _translation_stacks(config: ModelConfig, b: int, s: int, t: int, by: _Bytes)
                        f"{config.num_decoder_layers} layers over {b} x {t} target tokens"),
         ),
         batch=(n_src + 2 * n_tgt) * INT64,
-        loss=terms * n_tgt * v * FP32,
+        loss=n_tgt * v * (2 * FP32 + grad16),
         loss_text=f"logits {grads}: {b} x {t} x {v}, float32",
         head_params=v * d + v,
         last_tokens=n_tgt,
