@@ -10,6 +10,8 @@ downloaded; ReLU, shared and tied embeddings like ours). Every output is forced 
 fastest repeat of each counts, so the ratios are side by side on the same (shared, noisy) CPU.
 
 - ``cache``: our decoding with the key/value cache (the default).
+- ``unpacked``: the cache, but ``pack_weights=False`` (plain ``F.linear``), to show what packing
+  the decoder's weights for oneDNN is worth (:mod:`transformer.decoding.packing`; fp32 only).
 - ``no cache``: ``use_cache=False``: the whole prefix goes through the decoder every step (and, as
   in any loop over ``model.decode``, every position is projected onto the vocabulary).
 - ``HF``: ``MarianMTModel.generate(num_beams=1 or 5, do_sample=False)`` with its cache.
@@ -36,6 +38,7 @@ import torch
 from machine import cpu_name  # benchmarks/machine.py
 from transformer import ModelConfig, Transformer
 from transformer.decoding import beam_search, greedy_decode
+from transformer.decoding.packing import can_pack
 
 RESULTS = Path(__file__).resolve().parent / "results" / "decoding.json"
 PAD, BOS, EOS = 0, 2, 3
@@ -92,18 +95,21 @@ def runners(ours, theirs, src: torch.Tensor, *, length: int, beam: int,
     of tokens produced (checked to be batch x length)."""
     kw = dict(bos_id=BOS, eos_id=EOS, max_len=length, min_len=length)
 
-    def ours_fn(use_cache: bool) -> Callable[[], int]:
+    def ours_fn(use_cache: bool, pack: bool = True) -> Callable[[], int]:
         def run() -> int:
             if beam == 1:
-                out = greedy_decode(ours, src, use_cache=use_cache, **kw)
+                out = greedy_decode(ours, src, use_cache=use_cache, pack_weights=pack, **kw)
             else:
-                out = beam_search(ours, src, beam_size=beam, use_cache=use_cache, **kw)
+                out = beam_search(ours, src, beam_size=beam, use_cache=use_cache,
+                                  pack_weights=pack, **kw)
             assert all(len(ids) == length for ids in out), "output length not forced"
             return sum(len(ids) for ids in out)
 
         return run
 
     fns = {"cache": ours_fn(True)}
+    if can_pack(ours):
+        fns["unpacked"] = ours_fn(True, pack=False)
     if uncached:
         fns["no cache"] = ours_fn(False)
     if theirs is not None:
@@ -186,6 +192,8 @@ def main() -> int:
                 "tokens_per_s": {k: round(v, 1) for k, v in tps.items()},
                 "tokens_per_cpu_s": {k: round(v, 1) for k, v in cpu_tps.items()},
             }
+            if "unpacked" in tps:
+                row["packing_speedup"] = round(tps["cache"] / tps["unpacked"], 2)
             if "no cache" in tps:
                 row["cache_speedup"] = round(tps["cache"] / tps["no cache"], 2)
                 row["cache_speedup_cpu"] = round(cpu_tps["cache"] / cpu_tps["no cache"], 2)
@@ -226,14 +234,16 @@ def main() -> int:
 def print_row(row: dict, *, header: bool) -> None:
     if header:
         print("tokens/s of wall-clock time; 'cpu' columns: the same ratios in CPU time of this process")
-        print(f"{'method':8} {'length':>6} {'cache tok/s':>12} {'no cache tok/s':>15} "
+        print(f"{'method':8} {'length':>6} {'cache tok/s':>12} {'packed x':>9} {'no cache tok/s':>15} "
               f"{'cache x':>8} {'(cpu)':>6} {'HF tok/s':>9} {'ours/HF':>8} {'(cpu)':>6}")
     tps = row["tokens_per_s"]
     nocache = (f"{tps['no cache']:15.0f} {row['cache_speedup']:8.2f} {row['cache_speedup_cpu']:6.2f}"
                if "no cache" in tps else f"{'-':>15} {'-':>8} {'-':>6}")
     hf = (f"{tps['HF']:9.0f} {row['ours_over_hf']:8.2f} {row['ours_over_hf_cpu']:6.2f}"
           if "HF" in tps else f"{'-':>9} {'-':>8} {'-':>6}")
-    print(f"{row['method']:8} {row['length']:6d} {tps['cache']:12.0f} {nocache} {hf}", flush=True)
+    packed = f"{row['packing_speedup']:9.2f}" if "packing_speedup" in row else f"{'-':>9}"
+    print(f"{row['method']:8} {row['length']:6d} {tps['cache']:12.0f} {packed} {nocache} {hf}",
+          flush=True)
 
 
 def _transformers_version() -> str | None:

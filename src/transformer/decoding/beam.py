@@ -32,6 +32,7 @@ from transformer.decoding.common import (
     output_limits,
     strip_padding,
 )
+from transformer.decoding.packing import packed_decoder
 
 
 @dataclass
@@ -182,6 +183,7 @@ def beam_search(
     max_len_b: int = 0,
     min_len: int = 0,
     use_cache: bool = True,
+    pack_weights: bool = True,
 ) -> list[list[int]] | list[list[tuple[list[int], float]]]:
     """Beam search translations of ``src`` (B, S), source ids padded with the model's pad id.
 
@@ -189,7 +191,7 @@ def beam_search(
     k ``(ids, score)`` pairs per row instead, best first (fewer only when the vocabulary allows
     fewer hypotheses), the score being the log-probability divided by
     ``((5 + length) / 6) ** length_penalty`` (length in tokens, EOS included).
-    ``max_len``, ``max_len_a``/``max_len_b``, ``min_len`` and ``use_cache`` work as in
+    ``max_len``, ``max_len_a``/``max_len_b``, ``min_len``, ``use_cache`` and ``pack_weights`` work as in
     :func:`transformer.decoding.greedy_decode`. Runs in evaluation mode under
     ``torch.inference_mode``.
     """
@@ -210,7 +212,8 @@ def beam_search(
         max_len_b=max_len_b,
         model_max_len=model.config.max_len,
     )  # (B,)
-    with torch.inference_mode(), evaluation_mode(model):
+    with (torch.inference_mode(), evaluation_mode(model),
+          packed_decoder(model, enabled=use_cache and pack_weights)):
         state = _search(model, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
                         beam_size=beam_size, alpha=length_penalty, min_len=min_len,
                         use_cache=use_cache)
