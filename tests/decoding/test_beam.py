@@ -13,7 +13,7 @@ from torch import nn
 
 from transformer import ModelConfig
 from transformer.decoding import beam_search, greedy_decode
-from transformer.decoding.beam import gnmt_penalty
+from transformer.decoding.beam import gnmt_penalty, top_candidates
 from transformer.model import DecoderCache
 
 PAD, BOS, EOS = 0, 2, 3
@@ -251,3 +251,21 @@ def test_gnmt_penalty():
 def test_bad_arguments(copy_model, sources, kwargs):
     with pytest.raises(ValueError):
         beam_search(copy_model, sources(0, 2), bos_id=BOS, eos_id=EOS, max_len=5, **kwargs)
+
+
+@pytest.mark.parametrize("n, k, v, count", [(3, 4, 50, 8), (2, 1, 30, 4), (2, 5, 3, 10)])
+def test_top_candidates_equal_ranking_every_extension(n, k, v, count):
+    g = torch.Generator().manual_seed(n * 100 + k * 10 + v)
+    log_probs = torch.randn(n, k, v, generator=g).log_softmax(-1)
+    alive = torch.randn(n, k, generator=g)
+    if k > 1:
+        alive[0, -1] = float("-inf")  # a hypothesis that can never be extended
+    scores, beams, tokens = top_candidates(log_probs, alive, count)
+    every = (alive[:, :, None] + log_probs).view(n, k * v)
+    expected, _ = every.topk(min(count, k * v), dim=1)
+    torch.testing.assert_close(scores, expected)
+    # each (beam, token) pair is a real extension with that score, and none repeats
+    picked = alive.gather(1, beams) + log_probs[torch.arange(n)[:, None], beams, tokens]
+    torch.testing.assert_close(picked, scores)
+    pairs = beams * v + tokens
+    assert all(len(set(row.tolist())) == row.numel() for row in pairs)
