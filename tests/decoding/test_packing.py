@@ -52,6 +52,36 @@ def test_module_restored_on_exit_and_on_error():
     assert torch.equal(linear.weight, weight)
 
 
+@needs_onednn
+def test_copies_are_kept_until_a_weight_changes():
+    torch.manual_seed(0)
+    linear = nn.Linear(8, 8)
+    packer = PackedLinears([linear])
+    x = torch.randn(3, 8)
+    for _ in range(3):
+        with packer:
+            linear(x)
+    assert packer.packs == 1
+    with torch.no_grad():
+        linear.weight.mul_(2.0)  # in place, as an optimizer step
+    with torch.inference_mode(), packer:
+        torch.testing.assert_close(linear(x), F.linear(x, linear.weight, linear.bias),
+                                   rtol=1e-5, atol=1e-5)
+    assert packer.packs == 2
+
+
+@needs_onednn
+def test_decoding_inside_an_entered_packer_packs_nothing_more(random_model, sources):
+    model = random_model(0)
+    with packed_decoder(model) as outer:
+        assert outer is not None
+        with packed_decoder(model) as inner:
+            assert inner is None
+        greedy_decode(model, sources(0, 4), bos_id=BOS, eos_id=EOS, max_len=6)
+        assert outer.packs == 1
+        assert all("forward" in m.__dict__ for m in outer.linears)  # still installed
+
+
 def test_rejects_modules_that_are_not_linear():
     with pytest.raises(ValueError, match="Conv1d"):
         PackedLinears([nn.Conv1d(2, 2, 1)])

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from transformer import ModelConfig, Transformer
+from transformer.decoding.packing import packing_available
 from transformer.decoding.translator import DecodeOptions, Translator, _one_line
 
 
@@ -72,3 +73,18 @@ def test_helpers_and_options():
     model = Transformer(ModelConfig.tiny(16))
     with pytest.raises(ValueError, match="batch size"):
         Translator(model, CharTokenizer(), CharTokenizer(), bos_id=2, eos_id=3, batch_size=0)
+
+
+@pytest.mark.skipif(not packing_available(), reason="this PyTorch build has no oneDNN")
+def test_decoder_weights_are_packed_once_across_calls(translator, copy_model):
+    lines = ["abc", "kjihgf", "a", "bbbb", "lk", "cdefgh"]  # two batches of 4
+    first = [t.text for t in translator.translate(lines)]
+    translator.translate(lines[:2])
+    list(translator.stream(iter(lines), chunk_size=1))
+    assert translator._packer is not None and translator._packer.packs == 1
+    assert all("forward" not in m.__dict__ for m in copy_model.modules())
+    with torch.no_grad():  # a changed weight is packed again, and used
+        copy_model.output_projection.bias.add_(0.0)
+        copy_model.output_projection.weight.mul_(1.0)
+    assert [t.text for t in translator.translate(lines)] == first
+    assert translator._packer.packs == 2

@@ -9,9 +9,12 @@ and ``torch.ops.mkldnn._linear_pointwise``, the pair ``torch.compile`` uses for 
 At 16 rows this makes the 8000 x 256 output projection 2.4x faster and the decoder's own
 matrices 1.3-1.9x (``benchmarks/decoding.py`` measures the whole step).
 
-:class:`PackedLinears` reorders the float32 weights of a list of ``nn.Linear`` modules while it is
-entered; those modules then compute with the reordered copies (the weights themselves are never
-changed, and on exit the modules are as before). Results equal ``F.linear``'s up to float32
+:class:`PackedLinears` reorders the float32 weights of a list of ``nn.Linear`` modules; while it is
+entered, those modules compute with the reordered copies (the weights themselves are never
+changed, and on exit the modules are as before). The copies are kept for the next entry and made
+again only when a weight has changed, so a caller that decodes batch after batch (the
+:class:`~transformer.decoding.translator.Translator`) pays for them once; a decoding call inside
+an entered ``PackedLinears`` packs nothing more. Results equal ``F.linear``'s up to float32
 rounding (a different summation order).
 """
 
@@ -45,25 +48,35 @@ def can_pack(model: nn.Module) -> bool:
 
 
 class PackedLinears:
-    """Reordered copies of the weights of ``linears`` while entered (see the module docstring)."""
+    """Reordered copies of the weights of ``linears``, used while entered (see the module
+    docstring)."""
 
     def __init__(self, linears: list[nn.Linear]) -> None:
         for linear in linears:
             if not isinstance(linear, nn.Linear):
                 raise ValueError(f"PackedLinears packs nn.Linear modules, got {type(linear).__name__}")
         self.linears = linears
+        self.packs = 0  # how many times the copies were made
         self._packed: list[Tensor] = []
+        self._packed_from: list[tuple[int, int]] = []  # (id, in-place version) of each weight
+
+    def _weights_seen(self) -> list[tuple[int, int]]:
+        return [(id(linear.weight), linear.weight._version) for linear in self.linears]
 
     def _forward(self, index: int, x: Tensor) -> Tensor:
         linear = self.linears[index]
-        if x.dtype != torch.float32 or x.device.type != "cpu":
+        if x.dtype != torch.float32:
             return F.linear(x, linear.weight, linear.bias)
         return torch.ops.mkldnn._linear_pointwise(x, self._packed[index], linear.bias, "none", [], "")
 
     def __enter__(self) -> PackedLinears:
-        with torch.no_grad():
-            self._packed = [torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach())
-                            for linear in self.linears]
+        seen = self._weights_seen()
+        if seen != self._packed_from:  # first entry, or an optimizer step / load since the last
+            with torch.no_grad():
+                self._packed = [torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach())
+                                for linear in self.linears]
+            self._packed_from = seen
+            self.packs += 1
         # an instance attribute shadows the class's forward; deleting it restores the module
         for i, linear in enumerate(self.linears):
             linear.forward = functools.partial(self._forward, i)
@@ -77,21 +90,28 @@ class PackedLinears:
     ) -> None:
         for linear in self.linears:
             linear.__dict__.pop("forward", None)
-        self._packed = []
+
+
+def decoder_linears(model: nn.Module) -> list[nn.Linear] | None:
+    """The Linear modules that every cached decoding step uses: the decoder's, except
+    cross-attention's key/value projection (it runs once), and the output projection. None when
+    packing does not apply (:func:`can_pack`, or a model without them)."""
+    decoder = getattr(model, "decoder", None)
+    projection = getattr(model, "output_projection", None)
+    if not (isinstance(decoder, nn.Module) and isinstance(projection, nn.Linear) and can_pack(model)):
+        return None
+    linears = [m for name, m in decoder.named_modules()
+               if isinstance(m, nn.Linear) and name.rpartition(".")[2] != "kv_proj"]
+    return [*linears, projection]
 
 
 @contextlib.contextmanager
 def packed_decoder(model: nn.Module, *, enabled: bool = True) -> Iterator[PackedLinears | None]:
-    """Pack the Linear weights that every cached decoding step uses (the decoder's, except
-    cross-attention's key/value projection, which runs once, and the output projection) while the
-    block runs, when ``enabled`` and :func:`can_pack` allow it; yields the packer or None."""
-    decoder = getattr(model, "decoder", None)
-    projection = getattr(model, "output_projection", None)
-    if not (enabled and isinstance(decoder, nn.Module) and isinstance(projection, nn.Linear)
-            and can_pack(model)):
+    """Pack :func:`decoder_linears` while the block runs, when ``enabled`` and packing applies and
+    the caller has not packed them already; yields the packer or None."""
+    linears = decoder_linears(model) if enabled else None
+    if linears is None or any("forward" in linear.__dict__ for linear in linears):
         yield None
         return
-    linears = [m for name, m in decoder.named_modules()
-               if isinstance(m, nn.Linear) and name.rpartition(".")[2] != "kv_proj"]
-    with PackedLinears([*linears, projection]) as packer:
+    with PackedLinears(linears) as packer:
         yield packer
