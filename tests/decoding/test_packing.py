@@ -9,7 +9,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer.decoding import beam_search, greedy_decode
-from transformer.decoding.packing import PackedLinears, can_pack, packed_decoder, packing_available
+from transformer.decoding.packing import (
+    PackedLinears,
+    can_pack,
+    decoder_packer,
+    packed_decoder,
+    packing_available,
+)
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -80,6 +86,26 @@ def test_decoding_inside_an_entered_packer_packs_nothing_more(random_model, sour
         greedy_decode(model, sources(0, 4), bos_id=BOS, eos_id=EOS, max_len=6)
         assert outer.packs == 1
         assert all("forward" in m.__dict__ for m in outer.linears)  # still installed
+
+
+@needs_onednn
+def test_a_model_is_packed_once_across_decoding_calls_and_its_packer_goes_with_it(random_model, sources):
+    import gc
+    import weakref
+
+    model = random_model(3)
+    src = sources(3, 4)
+    kw = dict(bos_id=BOS, eos_id=EOS, max_len=6)
+    greedy_decode(model, src, **kw)
+    packer = decoder_packer(model)
+    assert packer is not None and packer.packs == 1
+    beam_search(model, src, beam_size=3, **kw)
+    greedy_decode(model, src, **kw)
+    assert decoder_packer(model) is packer and packer.packs == 1
+    gone = weakref.ref(packer)
+    del model, packer
+    gc.collect()
+    assert gone() is None
 
 
 def test_rejects_modules_that_are_not_linear():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from transformer import ModelConfig, Transformer
-from transformer.decoding.packing import packing_available
+from transformer.decoding.packing import decoder_packer, packing_available
 from transformer.decoding.translator import DecodeOptions, Translator, _one_line
 
 
@@ -79,12 +79,15 @@ def test_helpers_and_options():
 def test_decoder_weights_are_packed_once_across_calls(translator, copy_model):
     lines = ["abc", "kjihgf", "a", "bbbb", "lk", "cdefgh"]  # two batches of 4
     first = [t.text for t in translator.translate(lines)]
+    packer = decoder_packer(copy_model)  # the model's packer, kept across calls
+    assert packer is not None and packer.packs >= 1
+    packs = packer.packs
     translator.translate(lines[:2])
     list(translator.stream(iter(lines), chunk_size=1))
-    assert translator._packer is not None and translator._packer.packs == 1
+    assert packer.packs == packs
     assert all("forward" not in m.__dict__ for m in copy_model.modules())
     with torch.no_grad():  # a changed weight is packed again, and used
         copy_model.output_projection.bias.add_(0.0)
         copy_model.output_projection.weight.mul_(1.0)
     assert [t.text for t in translator.translate(lines)] == first
-    assert translator._packer.packs == 2
+    assert packer.packs == packs + 1

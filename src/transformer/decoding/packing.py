@@ -12,16 +12,20 @@ matrices 1.3-1.9x (``benchmarks/decoding.py`` measures the whole step).
 :class:`PackedLinears` reorders the float32 weights of a list of ``nn.Linear`` modules; while it is
 entered, those modules compute with the reordered copies (the weights themselves are never
 changed, and on exit the modules are as before). The copies are kept for the next entry and made
-again only when a weight has changed, so a caller that decodes batch after batch (the
-:class:`~transformer.decoding.translator.Translator`) pays for them once; a decoding call inside
-an entered ``PackedLinears`` packs nothing more. Results equal ``F.linear``'s up to float32
-rounding (a different summation order).
+again only when a weight has changed. :func:`packed_decoder` keeps one ``PackedLinears`` per
+model (held weakly: it goes when the model goes), so decoding batch after batch, by the
+:class:`~transformer.decoding.translator.Translator` or by calling ``greedy_decode`` or
+``beam_search`` again, packs once (for the d256 model of ``benchmarks/decoding.py``, 16 ms, or
+4% of a beam search of 16 sentences to 25 tokens); the price is a second copy of those weights
+while the model lives. A decoding call inside an entered ``PackedLinears`` packs nothing more.
+Results equal ``F.linear``'s up to float32 rounding (a different summation order).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from collections.abc import Iterator
 from types import TracebackType
 
@@ -105,13 +109,29 @@ def decoder_linears(model: nn.Module) -> list[nn.Linear] | None:
     return [*linears, projection]
 
 
+_PACKERS: weakref.WeakKeyDictionary[nn.Module, PackedLinears] = weakref.WeakKeyDictionary()
+
+
+def decoder_packer(model: nn.Module) -> PackedLinears | None:
+    """The model's :class:`PackedLinears` of :func:`decoder_linears` (the same one at every call
+    while those modules stay the model's), or None when packing does not apply."""
+    linears = decoder_linears(model)
+    if linears is None:
+        return None
+    packer = _PACKERS.get(model)
+    if packer is None or packer.linears != linears:
+        packer = _PACKERS[model] = PackedLinears(linears)
+    return packer
+
+
 @contextlib.contextmanager
 def packed_decoder(model: nn.Module, *, enabled: bool = True) -> Iterator[PackedLinears | None]:
-    """Pack :func:`decoder_linears` while the block runs, when ``enabled`` and packing applies and
-    the caller has not packed them already; yields the packer or None."""
-    linears = decoder_linears(model) if enabled else None
-    if linears is None or any("forward" in linear.__dict__ for linear in linears):
+    """Pack :func:`decoder_linears` while the block runs (with the model's :func:`decoder_packer`,
+    so that weights unchanged since the last call are not packed again), when ``enabled`` and
+    packing applies and the caller has not packed them already; yields the packer or None."""
+    packer = decoder_packer(model) if enabled else None
+    if packer is None or any("forward" in linear.__dict__ for linear in packer.linears):
         yield None
         return
-    with PackedLinears(linears) as packer:
+    with packer:
         yield packer

@@ -10,7 +10,6 @@ Shapes: B sentences in a batch, S longest source in it (token ids).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,7 +21,7 @@ from torch import nn
 
 from transformer.decoding.beam import beam_search
 from transformer.decoding.greedy import greedy_decode
-from transformer.decoding.packing import PackedLinears, decoder_linears
+from transformer.decoding.packing import packed_decoder
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +97,6 @@ class Translator:
         self.batch_size = batch_size
         self.truncated = 0
         self.device = next(model.parameters()).device
-        self._packer: PackedLinears | None = None  # decoder weights packed once for every batch
 
     @classmethod
     def from_loaded(cls, loaded: Any, *, options: DecodeOptions | None = None,
@@ -126,22 +124,12 @@ class Translator:
                 ids = ids[:limit]
             todo.append((i, ids))
         todo.sort(key=lambda item: len(item[1]))
-        with self._packed_weights():
+        with packed_decoder(self.model):  # weights packed once for all batches
             for start in range(0, len(todo), self.batch_size):
                 chunk = todo[start : start + self.batch_size]
                 for (i, _), result in zip(chunk, self._decode([ids for _, ids in chunk]), strict=True):
                     out[i] = result
         return out  # type: ignore[return-value]
-
-    def _packed_weights(self) -> contextlib.AbstractContextManager[object]:
-        """The decoder's weights packed for CPU decoding (made once, kept while they do not
-        change), or nothing when packing does not apply (see :mod:`transformer.decoding.packing`)."""
-        linears = decoder_linears(self.model)
-        if linears is None:
-            return contextlib.nullcontext()
-        if self._packer is None or self._packer.linears != linears:
-            self._packer = PackedLinears(linears)
-        return self._packer
 
     def stream(self, sentences: Iterable[str], *, chunk_size: int | None = None) -> Iterator[Translation]:
         """Translate an iterable lazily: ``chunk_size`` sentences (default ``batch_size``) are read,
