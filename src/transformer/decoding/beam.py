@@ -11,8 +11,8 @@ counting EOS), frozen into the sentence's finished pool and never extended again
 extensions that do not end in EOS stay live, and the self-attention caches are reordered to
 follow them. A sentence is done once its pool holds K finished hypotheses (so ``beam_size=1`` is
 greedy decoding); done sentences leave the batch. The result is the pool sorted by score.
-Cross-attention caches hold the same keys and values for every beam of a sentence, so they are
-only reordered when sentences leave the batch (and once, to copy each sentence to its K beams).
+The beams of a sentence share one row of encoder memory and of cross-attention cache (the model
+folds their queries together), which is only reordered when sentences leave the batch.
 """
 
 from __future__ import annotations
@@ -244,22 +244,25 @@ def _search(
     """The search loop; returns the final state, whose finished pools hold the results."""
     steps = int(limits.max())
     state = initial_state(src, steps=steps, beam_size=beam_size, pad_id=pad_id)
-    row_src = src  # (N * K, S): the source of each live hypothesis (K = 1 on the first step)
-    memory: Tensor | None = model.encode(src)  # (N * K, S, D)
+    # The beams of a sentence share its source: the model gets one row of source (N, S) and
+    # memory (N, S, D) per sentence for its K rows of hypotheses, and the cross-attention caches
+    # keep one row per sentence, reordered only when sentences leave the batch.
+    sentence_src = src  # (N, S)
+    memory: Tensor | None = model.encode(src)  # (N, S, D)
     cache = model.new_cache() if use_cache else None
     for t in range(steps):
         n, k = state.alive_log_probs.shape
         if cache is not None:
             if t == 0:
-                last = row_src.new_full((n, 1), bos_id)  # (N, 1)
+                last = src.new_full((n, 1), bos_id)  # (N, 1)
             else:
                 last = state.alive_tokens[:, :, t - 1].reshape(n * k, 1)  # (N * K, 1)
-            logits = model.decode(last, memory, row_src, cache=cache)  # (N * K, 1, V)
+            logits = model.decode(last, memory, sentence_src, cache=cache)  # (N * K, 1, V)
             memory = None  # the cross-attention caches hold it now
         else:
-            bos = row_src.new_full((n * k, 1), bos_id)
+            bos = src.new_full((n * k, 1), bos_id)
             prefix = torch.cat([bos, state.alive_tokens[:, :, :t].reshape(n * k, t)], dim=1)
-            logits = model.decode(prefix, memory, row_src)  # (N * K, t + 1, V)
+            logits = model.decode(prefix, memory, sentence_src)  # (N * K, t + 1, V)
         log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1).view(n, k, -1)  # (N, K, V)
         mask_forbidden_(log_probs, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
         at_limit = limits[state.rows] == t + 1  # (N,)
@@ -267,20 +270,17 @@ def _search(
             state, log_probs, step=t, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
             pad_id=pad_id, at_limit=at_limit,
         )  # index (N * K,) rows of the old batch that the new live hypotheses extend
-        dropping = bool(done.any())
-        if dropping:
+        if bool(done.any()):
             keep = (~done).nonzero().squeeze(1)  # (N',)
             if keep.numel() == 0:
                 break
             state = keep_sentences(state, keep)
             index = index.view(n, -1)[keep].view(-1)  # (N' * K,)
-        # Beams of one sentence share their source: the cross-attention caches, the source rows
-        # and the memory only need reordering when their row count changes.
-        reshape_rows = dropping or state.alive_log_probs.size(1) != k
-        if cache is not None:
-            cache.reorder(index, cross=reshape_rows)
-        if reshape_rows:
-            row_src = row_src[index]
-            if cache is None:
-                memory = memory[index]  # type: ignore[index]
+            sentence_src = sentence_src[keep]
+            if cache is not None:
+                cache.reorder_cross(keep)
+            else:
+                memory = memory[keep]  # type: ignore[index]
+        if cache is not None:  # grouped: the caches record which beam goes on instead of copying
+            cache.reorder_self(index, group=state.alive_log_probs.size(1))
     return state

@@ -18,7 +18,12 @@ from transformer.model.kv_cache import DecoderCache
 
 
 class Seq2SeqModel(Protocol):
-    """What decoding needs from a model (``transformer.Transformer`` has it)."""
+    """What decoding needs from a model (``transformer.Transformer`` has it).
+
+    Beam search passes ``decode`` one row of ``memory`` and ``src`` per sentence for K rows of
+    ``tgt_in`` (the sentence's beams, consecutive), and reorders the cache's self-attention part
+    (``DecoderCache.reorder_self``) and cross-attention part (``reorder_cross``) apart.
+    """
 
     config: object  # with .pad_id and .max_len
 

@@ -64,3 +64,24 @@ def attention(
         weights = weights.masked_fill(~mask, 0.0)  # fully masked rows: uniform -> zero
     attended = F.dropout(weights, dropout_p) if dropout_p > 0.0 else weights
     return attended @ value, weights if need_weights else None  # (B, H, Lq, Dh), (B, H, Lq, Lk)
+
+
+def attention_over_slots(query: Tensor, key: Tensor, value: Tensor, slots: Tensor) -> Tensor:
+    """Attention of G queries that each take, at every key position, one of G stored keys.
+
+    ``query`` (N, H, G, Dh): one query per beam of each of N sentences; ``key``/``value``
+    (N, H, L * G, Dh): the keys of the sentence's G slots at each of L positions, position-major;
+    ``slots`` (N, G, L) long: the slot that holds beam g's key at position p. Beam g attends to
+    ``key[n, :, p * G + slots[n, g, p]]`` for p < L, nothing else (the layout of a grouped
+    :class:`transformer.model.KVCache`, where beam search moves slot numbers instead of keys).
+    Returns (N, H, G, Dh). Every key is read once for all G beams; the G x G products that no
+    beam uses are cheap next to moving the keys.
+    """
+    n, h, g, dh = query.shape
+    length = slots.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(dh)  # (N, H, G, L * G)
+    positions = torch.arange(length, device=slots.device) * g  # (L,)
+    index = (positions + slots)[:, None].expand(n, h, g, length)  # (N, H, G, L)
+    weights = scores.gather(-1, index).softmax(dim=-1)  # (N, H, G, L)
+    spread = torch.zeros_like(scores).scatter_(-1, index, weights)  # (N, H, G, L * G)
+    return spread @ value  # (N, H, G, Dh)

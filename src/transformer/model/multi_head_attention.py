@@ -2,14 +2,15 @@
 
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
 
-Shapes: B batch, T query length, S key/memory length, D d_model, H heads, Dh = D / H.
+Shapes: B batch, T query length, S key/memory length, D d_model, H heads, Dh = D / H,
+G rows of ``x`` per row of the memory (1, or the beam size in beam search).
 """
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
-from transformer.model.attention import attention
+from transformer.model.attention import attention, attention_over_slots
 from transformer.model.kv_cache import KVCache
 
 
@@ -19,6 +20,11 @@ class MultiHeadAttention(nn.Module):
 
     With a ``cache``, self-attention appends this step's keys/values to it and attends over all of
     them; cross-attention projects the memory once, on the first step, and reuses it afterwards.
+
+    Cross-attention's memory may have fewer rows than ``x``: B = G * B' rows of ``x`` against B'
+    rows of memory, each memory row shared by G consecutive rows of ``x`` (the beams of one
+    sentence in beam search). The G rows' queries then attend together, as G * T queries of one
+    row, so the memory's keys and values are neither copied G times nor read G times.
     """
 
     def __init__(
@@ -54,10 +60,12 @@ class MultiHeadAttention(nn.Module):
         cache: KVCache | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend ``x`` (B, T, D) to itself, or to ``memory`` (B, S, D) for cross-attention.
+        """Attend ``x`` (B, T, D) to itself, or to ``memory`` (B', S, D) for cross-attention
+        (B = G * B', G >= 1: see the class docstring).
 
-        ``mask`` is boolean, True = may attend, broadcastable to (B, H, T, keys). Returns the output
-        (B, T, D) and, with ``need_weights``, the weights (B, H, T, keys).
+        ``mask`` is boolean, True = may attend, broadcastable to (B, H, T, keys); for cross-attention
+        to (B', H, 1, S) when G > 1. Returns the output (B, T, D) and, with ``need_weights``, the
+        weights (B, H, T, keys).
         """
         b, t, d = x.shape
         if self.cross:
@@ -73,10 +81,54 @@ class MultiHeadAttention(nn.Module):
                     cache.update(k, v)
         else:
             q, k, v = self._split(self.qkv_proj(x), 3)  # (B, H, T, Dh) each
+            plain = t == 1 and mask is None and not need_weights and not (self.training and self.dropout)
+            if cache is not None and cache.groups > 1 and plain:
+                # one step of beam search: attend through the cache's slots (kv_cache docstring)
+                groups = cache.groups
+                cache.append(k, v)
+                out = attention_over_slots(fold_groups(q, groups), *cache.grouped())  # (N, H, G, Dh)
+                out = unfold_groups(out, groups).transpose(1, 2).reshape(b, t, d)  # (B, 1, D)
+                return self.out_proj(out), None
             if cache is not None:
                 k, v = cache.update(k, v)  # (B, H, cached + T, Dh)
 
+        groups = 1
+        if self.cross:
+            groups = shared_memory_groups(b, k.size(0), mask)
+            q = fold_groups(q, groups)  # (B', H, G * T, Dh)
+
         dropout_p = self.dropout if self.training else 0.0
         out, weights = attention(q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights)
+        out = unfold_groups(out, groups)  # (B, H, T, Dh)
+        weights = unfold_groups(weights, groups) if weights is not None else None
         out = out.transpose(1, 2).reshape(b, t, d)  # (B, T, H, Dh) -> (B, T, D): concat heads
         return self.out_proj(out), weights
+
+
+def shared_memory_groups(rows: int, memory_rows: int, mask: Tensor | None) -> int:
+    """G, the rows of the queries per row of the memory; checks that the memory mask allows it."""
+    if memory_rows == rows:
+        return 1
+    if memory_rows == 0 or rows % memory_rows != 0:
+        raise ValueError(f"{rows} query rows cannot share {memory_rows} memory rows evenly")
+    if mask is not None and mask.size(-2) != 1:
+        raise ValueError("a memory shared by several query rows needs a mask that is the same for every query")
+    return rows // memory_rows
+
+
+def fold_groups(x: Tensor, groups: int) -> Tensor:
+    """(G * B', H, T, X) -> (B', H, G * T, X): each run of G rows becomes one row of G * T."""
+    if groups == 1:
+        return x
+    rows, h, t, last = x.shape
+    x = x.view(rows // groups, groups, h, t, last).transpose(1, 2)  # (B', H, G, T, X)
+    return x.reshape(rows // groups, h, groups * t, last)
+
+
+def unfold_groups(x: Tensor, groups: int) -> Tensor:
+    """The inverse of :func:`fold_groups`: (B', H, G * T, X) -> (G * B', H, T, X)."""
+    if groups == 1:
+        return x
+    rows, h, gt, last = x.shape
+    x = x.view(rows, h, groups, gt // groups, last).transpose(1, 2)  # (B', G, H, T, X)
+    return x.reshape(rows * groups, h, gt // groups, last)
