@@ -13,7 +13,7 @@ from torch import nn
 
 from transformer import ModelConfig
 from transformer.decoding import beam_search, greedy_decode
-from transformer.decoding.beam import gnmt_penalty, top_candidates
+from transformer.decoding.beam import gnmt_penalty, top_candidates, vocabulary_chunk
 from transformer.model import DecoderCache
 
 PAD, BOS, EOS = 0, 2, 3
@@ -253,14 +253,21 @@ def test_bad_arguments(copy_model, sources, kwargs):
         beam_search(copy_model, sources(0, 2), bos_id=BOS, eos_id=EOS, max_len=5, **kwargs)
 
 
-@pytest.mark.parametrize("n, k, v, count", [(3, 4, 50, 8), (2, 1, 30, 4), (2, 5, 3, 10)])
-def test_top_candidates_equal_ranking_every_extension(n, k, v, count):
+@pytest.mark.parametrize(
+    "n, k, v, count, chunk",
+    [(3, 4, 50, 8, None), (2, 1, 30, 4, None), (2, 5, 3, 10, None),
+     (3, 4, 600, 8, 50), (4, 5, 640, 10, 32), (2, 1, 300, 2, 20), (2, 3, 64, 10, 8)],
+)
+def test_top_candidates_equal_ranking_every_extension(n, k, v, count, chunk):
+    """Ranked at once or chunks first (the ``chunk`` cases), with forbidden tokens (-inf) and a
+    hypothesis that can never be extended."""
     g = torch.Generator().manual_seed(n * 100 + k * 10 + v)
     log_probs = torch.randn(n, k, v, generator=g).log_softmax(-1)
+    log_probs[..., 0] = float("-inf")
     alive = torch.randn(n, k, generator=g)
     if k > 1:
         alive[0, -1] = float("-inf")  # a hypothesis that can never be extended
-    scores, beams, tokens = top_candidates(log_probs, alive, count)
+    scores, beams, tokens = top_candidates(log_probs, alive, count, chunk=chunk)
     every = (alive[:, :, None] + log_probs).view(n, k * v)
     expected, _ = every.topk(min(count, k * v), dim=1)
     torch.testing.assert_close(scores, expected)
@@ -269,3 +276,13 @@ def test_top_candidates_equal_ranking_every_extension(n, k, v, count):
     torch.testing.assert_close(picked, scores)
     pairs = beams * v + tokens
     assert all(len(set(row.tolist())) == row.numel() for row in pairs)
+
+
+def test_vocabulary_chunk():
+    assert vocabulary_chunk(8000) == 160
+    assert vocabulary_chunk(32000) == 160
+    assert vocabulary_chunk(3 * 5 * 7 * 11) == 55  # odd divisors only (up to 1155 / 16): nearest 160
+    assert vocabulary_chunk(7919) is None  # prime
+    assert vocabulary_chunk(256) is None  # too few chunks to be worth it
+    with pytest.raises(ValueError, match="divide"):
+        top_candidates(torch.zeros(1, 2, 600), torch.zeros(1, 2), 4, chunk=7)
