@@ -140,7 +140,7 @@ def main() -> int:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--d-ff", type=int, default=1024)
-    parser.add_argument("--repeats", type=int, default=3, help="repeats of the cached runs")
+    parser.add_argument("--repeats", type=int, default=5, help="repeats of the cached runs")
     parser.add_argument("--uncached-repeats", type=int, default=1,
                         help="repeats of the runs without cache (0: skip them)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
