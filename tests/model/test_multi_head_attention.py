@@ -89,7 +89,7 @@ def test_self_attention_through_a_grouped_cache_equals_a_copying_cache():
     g = torch.Generator().manual_seed(1)
     grouped, flat = KVCache(), KVCache()
     rows, group = 2, 3
-    for step in range(12):
+    for _ in range(12):
         x = torch.randn(rows, 1, 16)
         with torch.inference_mode():
             out_g, _ = mha(x, cache=grouped)
