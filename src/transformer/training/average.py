@@ -52,8 +52,8 @@ def average_model_dirs(run_dirs: Sequence[Path | str], out_dir: Path | str) -> d
         raise InputError(f"averaging needs at least two model directories, got {len(dirs)}")
     first = load_model_dir(dirs[0])
     model = first.model
-    total = {name: t.detach().to(torch.float64).clone()
-             for name, t in _averaged_tensors(model).items()}
+    total: dict[str, torch.Tensor] = {}
+    _accumulate(total, model)
     for run_dir in dirs[1:]:
         other = load_model_dir(run_dir)
         for key in _MUST_MATCH:
@@ -65,12 +65,9 @@ def average_model_dirs(run_dirs: Sequence[Path | str], out_dir: Path | str) -> d
         if (other.src_tokenizer != first.src_tokenizer
                 or other.tgt_tokenizer != first.tgt_tokenizer):
             raise InputError(f"{run_dir}: its tokenizers differ from those of {dirs[0]}")
-        for name, tensor in _averaged_tensors(other.model).items():
-            total[name] += tensor.detach().to(torch.float64)
+        _accumulate(total, other.model)
         del other
-    with torch.no_grad():
-        for name, tensor in _averaged_tensors(model).items():
-            tensor.copy_(total[name] / len(dirs))
+    _assign_mean(model, total, len(dirs))
     config = {k: v for k, v in first.config.items() if k not in ("best_validation", "model")}
     config["averaged_from"] = [str(d) for d in dirs]
     save_model_dir(out_dir, model, config=config, src_tokenizer=first.src_tokenizer,
@@ -94,13 +91,26 @@ def average_weights(model: torch.nn.Module, paths: Sequence[Path]) -> torch.nn.M
     total: dict[str, torch.Tensor] = {}
     for path in paths:
         load_weights(model, path)
-        for name, tensor in _averaged_tensors(model).items():
-            value = tensor.detach().to(torch.float64)
-            total[name] = total[name] + value if name in total else value.clone()
+        _accumulate(total, model)
+    _assign_mean(model, total, len(paths))
+    return model
+
+
+def _accumulate(total: dict[str, torch.Tensor], model: torch.nn.Module) -> None:
+    """Add ``model``'s averaged tensors to the float64 sums in ``total`` (started when empty)."""
+    for name, tensor in _averaged_tensors(model).items():
+        value = tensor.detach().to(torch.float64)
+        if name in total:
+            total[name] += value
+        else:
+            total[name] = value.clone()
+
+
+def _assign_mean(model: torch.nn.Module, total: dict[str, torch.Tensor], count: int) -> None:
+    """Set ``model``'s averaged tensors to ``total / count``."""
     with torch.no_grad():
         for name, tensor in _averaged_tensors(model).items():
-            tensor.copy_(total[name] / len(paths))
-    return model
+            tensor.copy_(total[name] / count)
 
 
 def average_snapshots(run_dir: Path | str, out_dir: Path | str, *, last: int) -> dict[str, Any]:
