@@ -158,37 +158,50 @@ class KVCache:
         if self._key.requires_grad or self._value.requires_grad:  # out= cannot record autograd
             key, value = self.key.index_select(0, selection.index), self.value.index_select(0, selection.index)
             self._key, self._value, self._slots = key.contiguous(), value.contiguous(), None
-            return
-        if g > 1 and self.groups == g:
-            if selection.sentences is not None:  # sentences leave or move: copy theirs
-                filled = self.length
-                self._key = self._key[:, :, :filled].index_select(0, selection.sentences)
-                self._value = self._value[:, :, :filled].index_select(0, selection.sentences)
-                assert self._slots is not None
-                self._slots = self._slots[:, :, :filled].index_select(0, selection.sentences)
-            assert self._slots is not None and selection.parents is not None
-            slots = self._slots.new_empty(self._slots.shape)
-            index = selection.parents[:, :, None].expand(-1, -1, self.length)  # (N', G, L)
-            slots[:, :, : self.length] = self._slots[:, :, : self.length].gather(1, index)
-            self._slots = slots
-            return
-        if self._slots is None:
-            # Copy only the filled positions (storage can be up to twice as long).
-            key = self._key.new_empty(selection.index.numel(), *self._key.shape[1:])
-            value = self._value.new_empty(selection.index.numel(), *self._value.shape[1:])
-            torch.index_select(self.key, 0, selection.index, out=key[:, :, : self.length])
-            torch.index_select(self.value, 0, selection.index, out=value[:, :, : self.length])
+        elif g > 1 and self.groups == g:
+            self._choose_slots(selection)
         else:
-            key, value = self.key.index_select(0, selection.index), self.value.index_select(0, selection.index)
-        if g == 1:
-            self._key, self._value, self._slots = key, value, None
-            return
-        # into the grouped layout: each row is its own slot
-        b, h, _, dh = key.shape
+            key, value = self._selected_rows(selection.index)
+            if g == 1:
+                self._key, self._value, self._slots = key, value, None
+            else:
+                self._regroup(key, value, g)
+
+    def _choose_slots(self, selection: _Selection) -> None:
+        """Grouped layout, within sentences: move slot numbers, not keys (only sentences that
+        leave or move are copied)."""
+        assert self._key is not None and self._value is not None and self._slots is not None
         filled = self.length
-        self._key = _group_rows(key[:, :, :filled], g).contiguous()  # (N, H, L, G, Dh)
-        self._value = _group_rows(value[:, :, :filled], g).contiguous()
-        self._slots = torch.arange(g, device=key.device)[None, :, None].repeat(b // g, 1, filled)
+        if selection.sentences is not None:
+            self._key = self._key[:, :, :filled].index_select(0, selection.sentences)
+            self._value = self._value[:, :, :filled].index_select(0, selection.sentences)
+            self._slots = self._slots[:, :, :filled].index_select(0, selection.sentences)
+        assert selection.parents is not None
+        slots = self._slots.new_empty(self._slots.shape)
+        index = selection.parents[:, :, None].expand(-1, -1, filled)  # (N', G, L)
+        slots[:, :, :filled] = self._slots[:, :, :filled].gather(1, index)
+        self._slots = slots
+
+    def _selected_rows(self, index: Tensor) -> tuple[Tensor, Tensor]:
+        """Rows ``index`` of the keys and values, flat: (B', H, capacity or L, Dh) each."""
+        assert self._key is not None and self._value is not None
+        if self._slots is not None:
+            return self.key.index_select(0, index), self.value.index_select(0, index)
+        # Copy only the filled positions (storage can be up to twice as long).
+        key = self._key.new_empty(index.numel(), *self._key.shape[1:])
+        value = self._value.new_empty(index.numel(), *self._value.shape[1:])
+        torch.index_select(self.key, 0, index, out=key[:, :, : self.length])
+        torch.index_select(self.value, 0, index, out=value[:, :, : self.length])
+        return key, value
+
+    def _regroup(self, key: Tensor, value: Tensor, group: int) -> None:
+        """Flat rows (N * G, H, >= L, Dh) into the grouped layout, each row its own slot."""
+        filled = self.length
+        self._key = _group_rows(key[:, :, :filled], group).contiguous()  # (N, H, L, G, Dh)
+        self._value = _group_rows(value[:, :, :filled], group).contiguous()
+        self._slots = torch.arange(group, device=key.device)[None, :, None].repeat(
+            key.size(0) // group, 1, filled
+        )
 
     def reset(self) -> None:
         self._key = self._value = self._slots = None
