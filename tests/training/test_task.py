@@ -23,6 +23,30 @@ def test_translate_ids_keeps_the_input_order(synth):
     assert batched == one_by_one
 
 
+def test_translate_ids_packs_once_for_all_batches_and_keeps_no_copy(synth, monkeypatch):
+    """Validation during training: one packing for every batch, and no packed copy held until
+    the next validation (the weights will have changed)."""
+    from transformer.decoding import packing
+
+    model = synth.tiny_model().eval()
+    if packing.decoder_linears(model) is None:
+        pytest.skip("packing does not apply here")
+    made = []
+    original = packing.PackedLinears.__enter__
+
+    def enter(self):
+        before = self.packs
+        result = original(self)
+        made.append(self.packs - before)
+        return result
+
+    sources = [[5, 6, 7, 8, 9], [4], [7, 7], [9, 8, 7, 6, 5, 4, 5]]
+    monkeypatch.setattr(packing.PackedLinears, "__enter__", enter)
+    translate_ids(model, sources, bos_id=2, eos_id=3, batch_size=1)
+    assert made == [1]  # entered once, packed once, though four batches were decoded
+    assert packing.decoder_packer(model).packs == 0  # a fresh packer: nothing was kept
+
+
 def test_evaluation_figures(number_tokenizer):
     from transformer.data.batching import collate_pairs
     from transformer.data.builtin_task import english_number, german_number

@@ -17,7 +17,8 @@ model (held weakly: it goes when the model goes), so decoding batch after batch,
 :class:`~transformer.decoding.translator.Translator` or by calling ``greedy_decode`` or
 ``beam_search`` again, packs once (for the d256 model of ``benchmarks/decoding.py``, 16 ms, or
 4% of a beam search of 16 sentences to 25 tokens); the price is a second copy of those weights
-while the model lives. A decoding call inside an entered ``PackedLinears`` packs nothing more.
+while the model lives (:func:`forget_packed` drops it sooner). A decoding call inside an entered
+``PackedLinears`` packs nothing more.
 Results equal ``F.linear``'s up to float32 rounding (a different summation order).
 """
 
@@ -122,6 +123,12 @@ def decoder_packer(model: nn.Module) -> PackedLinears | None:
     if packer is None or packer.linears != linears:
         packer = _PACKERS[model] = PackedLinears(linears)
     return packer
+
+
+def forget_packed(model: nn.Module) -> None:
+    """Drop the model's packed copies, for a caller that changes the weights before it decodes
+    again (training between validations): they would be stale, and hold memory meanwhile."""
+    _PACKERS.pop(model, None)
 
 
 @contextlib.contextmanager
