@@ -286,3 +286,5 @@ def test_vocabulary_chunk():
     assert vocabulary_chunk(256) is None  # too few chunks to be worth it
     with pytest.raises(ValueError, match="divide"):
         top_candidates(torch.zeros(1, 2, 600), torch.zeros(1, 2), 4, chunk=7)
+    with pytest.raises(ValueError, match="divide"):  # also where ranking at once would do
+        top_candidates(torch.zeros(1, 1, 10), torch.zeros(1, 1), 4, chunk=3)

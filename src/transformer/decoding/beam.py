@@ -83,13 +83,13 @@ def top_candidates(
     """
     n, k, v = log_probs.shape
     count = min(count, k * v)
+    if chunk is not None and (chunk < 1 or v % chunk):
+        raise ValueError(f"chunk={chunk} does not divide the vocabulary size {v}")
     chunk = vocabulary_chunk(v) if chunk is None else chunk
     if chunk is None or k * (v // chunk) <= count:
         total = (alive_log_probs[:, :, None] + log_probs).view(n, k * v)  # (N, K * V)
         scores, flat = total.topk(count, dim=1)  # (N, C)
         return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
-    if v % chunk:
-        raise ValueError(f"chunk={chunk} does not divide the vocabulary size {v}")
     per_row = v // chunk  # M chunks per hypothesis
     maxima = log_probs.view(n, k, per_row, chunk).amax(dim=-1) + alive_log_probs[:, :, None]  # (N, K, M)
     _, best = maxima.view(n, k * per_row).topk(count, dim=1)  # (N, C): chunk ids in the sentence

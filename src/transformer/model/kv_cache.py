@@ -157,7 +157,7 @@ class KVCache:
         g = selection.group
         if self._key.requires_grad or self._value.requires_grad:  # out= cannot record autograd
             key, value = self.key.index_select(0, selection.index), self.value.index_select(0, selection.index)
-            self._key, self._value, self._slots = key.contiguous(), value.contiguous(), None
+            self._key, self._value, self._slots = key, value, None
         elif g > 1 and self.groups == g:
             self._choose_slots(selection)
         else:

@@ -68,37 +68,37 @@ class MultiHeadAttention(nn.Module):
         weights (B, H, T, keys).
         """
         b, t, d = x.shape
+        dropout_p = self.dropout if self.training else 0.0
+        over_slots = False  # one step of beam search through a grouped cache (kv_cache docstring)
         if self.cross:
             if memory is None and (cache is None or cache.is_empty):
                 raise ValueError("cross-attention needs memory (or a filled cache)")
             (q,) = self._split(self.q_proj(x), 1)  # (B, H, T, Dh)
             if cache is not None and not cache.is_empty:
-                k, v = cache.key, cache.value  # (B, H, S, Dh)
+                k, v = cache.key, cache.value  # (B', H, S, Dh)
             else:
                 assert memory is not None
-                k, v = self._split(self.kv_proj(memory), 2)  # (B, H, S, Dh) each
+                k, v = self._split(self.kv_proj(memory), 2)  # (B', H, S, Dh) each
                 if cache is not None:
                     cache.update(k, v)
+            groups = shared_memory_groups(b, k.size(0), mask)
         else:
             q, k, v = self._split(self.qkv_proj(x), 3)  # (B, H, T, Dh) each
-            plain = t == 1 and mask is None and not need_weights and not (self.training and self.dropout)
-            if cache is not None and cache.groups > 1 and plain:
-                # one step of beam search: attend through the cache's slots (kv_cache docstring)
-                groups = cache.groups
-                cache.append(k, v)
-                out = attention_over_slots(fold_groups(q, groups), *cache.grouped())  # (N, H, G, Dh)
-                out = unfold_groups(out, groups).transpose(1, 2).reshape(b, t, d)  # (B, 1, D)
-                return self.out_proj(out), None
             if cache is not None:
-                k, v = cache.update(k, v)  # (B, H, cached + T, Dh)
+                over_slots = (cache.groups > 1 and t == 1 and mask is None and not need_weights
+                              and dropout_p == 0.0)
+                if over_slots:
+                    cache.append(k, v)
+                else:
+                    k, v = cache.update(k, v)  # (B, H, cached + T, Dh)
+            groups = cache.groups if over_slots else 1
 
-        groups = 1
-        if self.cross:
-            groups = shared_memory_groups(b, k.size(0), mask)
-            q = fold_groups(q, groups)  # (B', H, G * T, Dh)
-
-        dropout_p = self.dropout if self.training else 0.0
-        out, weights = attention(q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights)
+        q = fold_groups(q, groups)  # (B', H, G * T, Dh)
+        if over_slots:
+            assert cache is not None
+            out, weights = attention_over_slots(q, *cache.grouped()), None  # (N, H, G, Dh)
+        else:
+            out, weights = attention(q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights)
         out = unfold_groups(out, groups)  # (B, H, T, Dh)
         weights = unfold_groups(weights, groups) if weights is not None else None
         out = out.transpose(1, 2).reshape(b, t, d)  # (B, T, H, Dh) -> (B, T, D): concat heads

@@ -76,15 +76,17 @@ def translate_ids(
     limit = model.config.max_len
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
-    with packed_decoder(model):  # decoder weights packed once for all batches (when it applies)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            src = pad_batch([list(sources[i])[:limit] for i in chunk], pad_id=pad_id).to(device)  # (B, S)
-            hyps = greedy_decode(model, src, bos_id=bos_id, eos_id=eos_id, max_len_a=max_len_a,
-                                 max_len_b=max_len_b)
-            for i, hyp in zip(chunk, hyps, strict=True):
-                out[i] = hyp
-    forget_packed(model)  # training changes the weights before the next validation
+    try:
+        with packed_decoder(model):  # decoder weights packed once for all batches (when it applies)
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                src = pad_batch([list(sources[i])[:limit] for i in chunk], pad_id=pad_id).to(device)  # (B, S)
+                hyps = greedy_decode(model, src, bos_id=bos_id, eos_id=eos_id, max_len_a=max_len_a,
+                                     max_len_b=max_len_b)
+                for i, hyp in zip(chunk, hyps, strict=True):
+                    out[i] = hyp
+    finally:
+        forget_packed(model)  # training changes the weights before the next validation
     return out
 
 
