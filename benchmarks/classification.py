@@ -30,8 +30,8 @@ from pathlib import Path
 import torch
 
 from machine import cpu_name  # benchmarks/machine.py
+from transformer.atomic import atomic_write_text
 from transformer.data.classification_splits import resolve_splits
-from transformer.training.checkpoint import atomic_write_text
 from transformer.training.train_classifier import ClassifierTrainConfig, train_classifier
 
 RESULTS = Path(__file__).resolve().parent / "results" / "classification.json"

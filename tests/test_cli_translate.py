@@ -16,7 +16,7 @@ import torch
 from transformer import ModelConfig, Transformer
 from transformer.cli import main
 from transformer.data.builtin_task import english_number, german_number
-from transformer.training.checkpoint import load_model_dir, save_model_dir
+from transformer.model_dir import load_model_dir, save_model_dir
 
 
 @pytest.fixture(scope="module")

@@ -198,7 +198,7 @@ def _add_attention(sub: argparse._SubParsersAction) -> None:
         if args.max_len is not None and args.max_len < 1:
             raise InputError(f"--max-len must be positive, got {args.max_len}")
 
-        from transformer.training.checkpoint import load_model_dir
+        from transformer.model_dir import load_model_dir
         from transformer.visualization.figures import save_figure
         from transformer.visualization.sentence import draw_attention, sentence_attention
 
@@ -831,7 +831,7 @@ def _load_translator(args: argparse.Namespace, *, nbest: int | None = None) -> A
     """``--model`` and the decoding flags -> (Translator, LoadedModel); InputError if bad."""
 
     from transformer.decoding.translator import DecodeOptions, Translator
-    from transformer.training.checkpoint import load_model_dir
+    from transformer.model_dir import load_model_dir
 
     _set_threads(args.threads)
     if args.batch_size < 1:

@@ -9,16 +9,12 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from transformer import ModelConfig, Transformer
+from transformer import ModelConfig, Transformer, atomic
+from transformer.atomic import atomic_write_text
 from transformer.errors import InputError
+from transformer.model_dir import load_model_dir, save_model_dir
 from transformer.training import checkpoint as ckpt
-from transformer.training.checkpoint import (
-    atomic_write_text,
-    load_checkpoint,
-    load_model_dir,
-    save_checkpoint,
-    save_model_dir,
-)
+from transformer.training.checkpoint import load_checkpoint, save_checkpoint
 
 
 def model_for(tok, **overrides):
@@ -172,7 +168,7 @@ def test_a_crash_while_writing_the_checkpoint_keeps_the_previous_one(tmp_path, s
         return real_replace(src, dst)
 
     with monkeypatch.context() as m:
-        m.setattr(ckpt.os, "replace", replace_then_crash)
+        m.setattr(atomic.os, "replace", replace_then_crash)
         with pytest.raises(OSError):
             save_checkpoint(tmp_path, model=second, state={"step": 2})
     assert not (tmp_path / "checkpoint").exists() and (tmp_path / "checkpoint.old").is_dir()
@@ -192,7 +188,7 @@ def test_atomic_write_never_leaves_a_half_written_file(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise OSError("killed (simulated)")
 
-    monkeypatch.setattr(ckpt.os, "replace", crash)
+    monkeypatch.setattr(atomic.os, "replace", crash)
     with pytest.raises(OSError):
         atomic_write_text(path, json.dumps({"a": 2}))
     assert json.loads(path.read_text()) == {"a": 1}

@@ -184,7 +184,8 @@ def test_full_demo_reaches_90_percent_exact_match(tmp_path, capsys):
 def test_average_last_keeps_snapshots_and_validates_their_mean(number_files, tmp_path, capsys):
     from safetensors.torch import load_file
 
-    from transformer.training.checkpoint import list_snapshots, load_model_dir
+    from transformer.model_dir import load_model_dir
+    from transformer.training.checkpoint import list_snapshots
 
     run = tmp_path / "run"
     assert main(["train", *data_flags(number_files), *TINY, "--max-steps", "6", "--eval-every", "2",

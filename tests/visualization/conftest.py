@@ -27,7 +27,7 @@ def tokenizer():
 
 @pytest.fixture(scope="session")
 def translation_dir(tmp_path_factory, tokenizer):
-    from transformer.training.checkpoint import save_model_dir
+    from transformer.model_dir import save_model_dir
 
     torch.manual_seed(0)
     config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=16, d_ff=32, num_heads=2,
@@ -40,7 +40,7 @@ def translation_dir(tmp_path_factory, tokenizer):
 
 @pytest.fixture(scope="session")
 def classifier_dir(tmp_path_factory, tokenizer):
-    from transformer.training.checkpoint import save_model_dir
+    from transformer.model_dir import save_model_dir
 
     torch.manual_seed(0)
     config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=16, d_ff=32, num_heads=2,

@@ -101,7 +101,7 @@ class Translator:
     @classmethod
     def from_loaded(cls, loaded: Any, *, options: DecodeOptions | None = None,
                     batch_size: int = 64) -> Translator:
-        """A translator for a :class:`transformer.training.checkpoint.LoadedModel`."""
+        """A translator for a :class:`transformer.model_dir.LoadedModel`."""
         from transformer.data.tokenizer import BOS_ID, EOS_ID
 
         if loaded.tgt_tokenizer is None:

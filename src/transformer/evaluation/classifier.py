@@ -30,7 +30,7 @@ from transformer.evaluation.classification import (
     decide,
     to_indicator,
 )
-from transformer.training.checkpoint import CONFIG_FILE, LoadedModel, load_model_dir
+from transformer.model_dir import CONFIG_FILE, LoadedModel, load_model_dir
 from transformer.training.classification import predict_logits, probabilities
 
 
@@ -64,7 +64,7 @@ class Predictions:
 
 class Classifier:
     """A :class:`~transformer.model.TransformerClassifier` with its tokenizer, label names and
-    (multi-label) decision thresholds, as :func:`~transformer.training.checkpoint.load_model_dir`
+    (multi-label) decision thresholds, as :func:`~transformer.model_dir.load_model_dir`
     read them."""
 
     def __init__(self, loaded: LoadedModel, *, source: str = CONFIG_FILE) -> None:

@@ -17,14 +17,8 @@ from typing import Any
 import torch
 
 from transformer.errors import InputError
-from transformer.training.checkpoint import (
-    CONFIG_FILE,
-    SNAPSHOT_DIR,
-    list_snapshots,
-    load_model_dir,
-    load_weights,
-    save_model_dir,
-)
+from transformer.model_dir import CONFIG_FILE, load_model_dir, load_weights, save_model_dir
+from transformer.training.checkpoint import SNAPSHOT_DIR, list_snapshots
 
 log = logging.getLogger(__name__)
 

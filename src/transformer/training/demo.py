@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from transformer.errors import InputError
-from transformer.training.checkpoint import CONFIG_FILE, load_model_dir, read_config
+from transformer.model_dir import CONFIG_FILE, load_model_dir, read_config
 from transformer.training.task import translate_ids
 from transformer.training.translation import TranslationTrainConfig, train_translation
 

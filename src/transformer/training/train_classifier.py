@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from transformer.atomic import atomic_write_text
 from transformer.config import ModelConfig
 from transformer.data.classification import (
     ClassificationData,
@@ -34,12 +35,8 @@ from transformer.data.classification import (
 from transformer.data.classification_splits import SplitRecipe
 from transformer.errors import InputError
 from transformer.model import TransformerClassifier
-from transformer.training.checkpoint import (
-    atomic_write_text,
-    load_model_dir,
-    save_model_dir,
-    seed_everything,
-)
+from transformer.model_dir import load_model_dir, save_model_dir
+from transformer.training.checkpoint import seed_everything
 from transformer.training.classification import ClassificationEpochs, ClassificationTask
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler

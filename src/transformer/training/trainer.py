@@ -28,10 +28,11 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from transformer.atomic import atomic_write_text
 from transformer.errors import InputError
+from transformer.model_dir import unwrap
 from transformer.training import distributed as D
 from transformer.training.checkpoint import (
-    atomic_write_text,
     drop_snapshots_after,
     load_checkpoint,
     rng_state,
@@ -39,7 +40,6 @@ from transformer.training.checkpoint import (
     save_snapshot,
     seed_everything,
     set_rng_state,
-    unwrap,
 )
 from transformer.training.task import Task
 

@@ -43,16 +43,15 @@ from transformer.data.tokenizer import (
 )
 from transformer.errors import InputError
 from transformer.model import Transformer
-from transformer.training import distributed as D
-from transformer.training.checkpoint import (
+from transformer.model_dir import (
     CONFIG_FILE,
     check_vocabulary,
-    has_checkpoint,
     load_tokenizer_dir,
     read_config,
     save_model_dir,
-    seed_everything,
 )
+from transformer.training import distributed as D
+from transformer.training.checkpoint import has_checkpoint, seed_everything
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.task import METRICS, TranslationTask
@@ -279,7 +278,7 @@ def train_translation(
     if resume:
         src_tok, tgt_tok = load_tokenizer_dir(run_dir)
         stored = read_config(run_dir)
-        from transformer.training.checkpoint import build_model
+        from transformer.model_dir import build_model
 
         model = build_model(stored, source=str(run_dir / CONFIG_FILE))
         check_vocabulary(model.config, src_tok, tgt_tok, where=str(run_dir / "tokenizer"))

@@ -50,7 +50,7 @@ def _first(weights: Sequence[Tensor]) -> list[Tensor]:
 
 @torch.no_grad()
 def sentence_attention(loaded: Any, text: str, *, max_len: int | None = None) -> SentenceAttention:
-    """Run ``text`` through ``loaded`` (a :class:`~transformer.training.checkpoint.LoadedModel`).
+    """Run ``text`` through ``loaded`` (a :class:`~transformer.model_dir.LoadedModel`).
 
     Translation models translate greedily (at most ``max_len`` tokens; default the model's limit)
     and return encoder, decoder and cross-attention; classifiers return encoder attention and the

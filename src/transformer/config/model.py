@@ -10,8 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-ACTIVATIONS = ("relu", "gelu")
-POSITIONAL = ("sinusoidal", "learned")
+from transformer.config.choices import ACTIVATIONS, POSITIONAL
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,27 @@
+"""Every closed set of option values, defined once; configs, the CLI and the library import them here.
+
+Plain tuples (no torch import), so the command line can offer them as ``choices``.
+"""
+
+from __future__ import annotations
+
+# model (ModelConfig, TransformerClassifier)
+ACTIVATIONS = ("relu", "gelu")
+POSITIONAL = ("sinusoidal", "learned")
+POOLING = ("mean", "cls")
+PRESETS = ("tiny", "small", "base", "big")
+
+# training
+PRECISIONS = ("fp32", "bf16", "fp16")
+ON_LONG = ("truncate", "filter")  # a sequence longer than max_len: cut it, or drop the example
+TRANSLATION_SCHEDULES = ("noam", "inverse_sqrt", "constant")
+CLASSIFIER_SCHEDULES = ("inverse_sqrt", "linear")
+SCHEDULES = ("noam", "inverse_sqrt", "constant", "linear")  # every schedule training/schedule.py has
+TRANSLATION_METRICS = ("bleu", "chrf", "exact_match")  # what selects the best translation model
+CLASSIFIER_METRICS = ("accuracy", "f1", "macro_f1", "micro_f1")
+METRICS = TRANSLATION_METRICS + CLASSIFIER_METRICS  # every validation metric metrics.jsonl may hold
+POS_WEIGHTS = ("none", "sqrt")
+
+# where things run
+DEVICES = ("cuda", "cpu")
+TASKS = ("translation", "classification")
