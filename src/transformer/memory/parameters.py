@@ -8,11 +8,17 @@ from __future__ import annotations
 from transformer.config import ModelConfig
 
 
-def _layer_parameters(config: ModelConfig) -> tuple[int, int]:
-    """Parameters of one encoder layer and of one decoder layer."""
+def _sublayer_parameters(config: ModelConfig) -> tuple[int, int]:
+    """The Linear weights and biases of one attention sub-layer and of one feed-forward network."""
     d, f = config.d_model, config.d_ff
     attention = 4 * d * d + 4 * d  # fused Q/K/V (or Q and fused K/V) and W^O, with biases
-    ffn = 2 * d * f + f + d
+    return attention, 2 * d * f + f + d
+
+
+def _layer_parameters(config: ModelConfig) -> tuple[int, int]:
+    """Parameters of one encoder layer and of one decoder layer (with their LayerNorms)."""
+    attention, ffn = _sublayer_parameters(config)
+    d = config.d_model
     return attention + ffn + 2 * 2 * d, 2 * attention + ffn + 3 * 2 * d
 
 
@@ -59,9 +65,8 @@ def largest_parameter(config: ModelConfig, *, encoder_only: bool, num_labels: in
 
 def matmul_weights(config: ModelConfig, *, encoder_only: bool, num_labels: int) -> int:
     """Elements of the Linear weights and biases (autocast casts them to 16 bits)."""
-    d, f = config.d_model, config.d_ff
-    attention = 4 * d * d + 4 * d
-    ffn = 2 * d * f + f + d
+    attention, ffn = _sublayer_parameters(config)
+    d = config.d_model
     if encoder_only:
         return config.num_encoder_layers * (attention + ffn) + (d + 1) * num_labels
     return (config.num_encoder_layers * (attention + ffn)
