@@ -1,0 +1,217 @@
+"""Measuring the peak memory of real training steps.
+
+:func:`measure_training_peak` runs real steps and reports the peak: ``torch.cuda`` peak allocated
+bytes on a GPU, and on the CPU the peak of live tensor storage tracked by :class:`LiveTensorBytes`
+(a ``TorchDispatchMode`` that sees every tensor an operator returns, forward and backward, and a
+weak reference to each storage that tells when it is freed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from transformer.config import ModelConfig
+from transformer.memory.setting import check_step
+
+
+class LiveTensorBytes(TorchDispatchMode):
+    """Tracks the bytes of live tensor storage while active, and their peak.
+
+    Every tensor an operator returns (forward, backward and optimizer alike) has its storage
+    counted once, until a weak reference reports the storage freed; storages that exist before
+    (weights, optimizer state, the batch) are added with :meth:`track`. Views share their base's
+    storage and count nothing. Scratch memory inside a single kernel is not seen, so on the CPU this
+    is the peak of tensors, the counterpart of ``torch.cuda.max_memory_allocated``.
+    ``phase`` names the part of the step under way; ``phase_peaks`` keeps each part's peak.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.current = 0
+        self.peak = 0
+        self.phase = "setup"
+        self.phase_peaks: dict[str, int] = {}
+        self._sizes: dict[int, int] = {}
+        self._refs: dict[int, weakref.ref] = {}
+
+    def track(self, tensor: Any) -> None:
+        """Count ``tensor``'s storage (once) until it is freed; non-tensors are ignored."""
+        if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta":
+            return
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # sparse or other storage-less tensors
+            return
+        key = storage._cdata
+        if key in self._sizes:
+            return
+        size = storage.nbytes()
+        self._sizes[key] = size
+        self._refs[key] = weakref.ref(storage, lambda _ref, key=key: self._free(key))
+        self.current += size
+        self.peak = max(self.peak, self.current)
+        self.phase_peaks[self.phase] = max(self.phase_peaks.get(self.phase, 0), self.current)
+
+    def _free(self, key: int) -> None:
+        self.current -= self._sizes.pop(key, 0)
+        self._refs.pop(key, None)
+
+    def set_phase(self, name: str) -> None:
+        self.phase = name
+        self.phase_peaks[name] = max(self.phase_peaks.get(name, 0), self.current)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for item in tree_flatten(out)[0]:
+            self.track(item)
+        return out
+
+
+@dataclass(frozen=True)
+class MeasuredPeak:
+    """The peak bytes of a measured training step, overall and per phase."""
+
+    peak_bytes: int
+    phase_peaks: dict[str, int]
+    device: str
+    method: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"peak_bytes": self.peak_bytes, "phase_peaks": dict(self.phase_peaks),
+                "device": self.device, "method": self.method}
+
+
+class _Phases:
+    """Marks forward / backward / optimizer phases on the CPU tracker or the CUDA allocator."""
+
+    def __init__(self, device: torch.device, tracker: LiveTensorBytes | None) -> None:
+        self.device, self.tracker = device, tracker
+        self.peaks: dict[str, int] = {}
+        self._name: str | None = None
+
+    def mark(self, name: str | None) -> None:
+        if self.tracker is not None:
+            if name is not None:
+                self.tracker.set_phase(name)
+            return
+        torch.cuda.synchronize(self.device)
+        if self._name is not None:
+            self.peaks[self._name] = torch.cuda.max_memory_allocated(self.device)
+        if name is not None:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self._name = name
+
+
+def measure_training_peak(
+    config: ModelConfig,
+    *,
+    batch_size: int,
+    src_len: int,
+    tgt_len: int | None = None,
+    precision: str = "fp32",
+    device: str = "cpu",
+    encoder_only: bool = False,
+    num_labels: int = 2,
+    pooling: str = "mean",
+    label_smoothing: float = 0.1,
+    seed: int = 0,
+) -> MeasuredPeak:
+    """Build the model, run two training steps on a random batch and report the second's peak.
+
+    A step is what the trainer does: forward and loss under autocast (``bf16``/``fp16``),
+    backward (through a grad scaler for ``fp16``), gradient clipping, an Adam step with the
+    paper's betas and ``zero_grad(set_to_none=True)``. The loss is the label-smoothed
+    cross-entropy for translation and plain cross-entropy for a classifier. The first step creates
+    Adam's moments, so the second is the steady state. On CUDA the peak is
+    ``torch.cuda.max_memory_allocated``; on the CPU it is :class:`LiveTensorBytes`'s.
+    """
+    import torch.nn.functional as F
+
+    from transformer.model import Transformer, TransformerClassifier
+    from transformer.training.loss import label_smoothed_cross_entropy
+
+    dev = torch.device(device)
+    tgt_len = check_step(config, batch_size=batch_size, src_len=src_len, tgt_len=tgt_len,
+                         precision=precision, device=dev.type, encoder_only=encoder_only,
+                         pooling=pooling)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but CUDA is not available")
+    if precision == "fp16" and dev.type != "cuda":
+        raise ValueError("precision 'fp16' needs a CUDA device; use 'bf16' on the CPU")
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(seed)
+        if encoder_only:
+            model: torch.nn.Module = TransformerClassifier(config, num_labels=num_labels,
+                                                           pooling=pooling)
+        else:
+            model = Transformer(config)
+    model.to(dev).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+    low = 4  # ids above the special ones, so no position is padding
+    src = torch.randint(low, config.src_vocab_size, (batch_size, src_len), generator=generator)
+    if encoder_only:
+        labels = torch.randint(0, num_labels, (batch_size,), generator=generator)
+        batch = [src.to(dev), labels.to(dev)]
+    else:
+        tgt = torch.randint(low, config.tgt_vocab_size, (batch_size, tgt_len + 1),
+                            generator=generator)
+        batch = [src.to(dev), tgt[:, :-1].contiguous().to(dev), tgt[:, 1:].contiguous().to(dev)]
+
+    def autocast() -> contextlib.AbstractContextManager:
+        if precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        return torch.autocast(device_type=dev.type, dtype=dtype)
+
+    def step(phases: _Phases | None) -> None:
+        mark = phases.mark if phases is not None else (lambda _name: None)
+        mark("forward")
+        with autocast():
+            if encoder_only:
+                loss = F.cross_entropy(model(batch[0]), batch[1], reduction="sum")
+            else:
+                loss = label_smoothed_cross_entropy(
+                    model(batch[0], batch[1]), batch[2], smoothing=label_smoothing,
+                    ignore_index=config.pad_id)
+        mark("backward")
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        del loss
+        mark("optimizer")
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        mark(None)
+
+    step(None)  # creates Adam's moments
+    if dev.type == "cuda":
+        phases = _Phases(dev, None)
+        step(phases)
+        peak = max(phases.peaks.values())
+        return MeasuredPeak(peak, phases.peaks, "cuda", "torch.cuda.max_memory_allocated")
+    tracker = LiveTensorBytes()
+    for tensor in [*model.parameters(), *model.buffers(), *batch]:
+        tracker.track(tensor)
+    for state in optimizer.state.values():
+        for value in state.values():
+            tracker.track(value)
+    with tracker:
+        phases = _Phases(dev, tracker)
+        step(phases)
+    peaks = {k: v for k, v in tracker.phase_peaks.items() if k != "setup"}
+    return MeasuredPeak(tracker.peak, peaks, "cpu", "live tensor storage (TorchDispatchMode)")

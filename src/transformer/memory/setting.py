@@ -1,0 +1,56 @@
+"""The setting of one training step, shared by the estimate and the measurement: bytes per value,
+the argument check, and the rows of a token-budgeted batch."""
+
+from __future__ import annotations
+
+from transformer.config import ModelConfig
+from transformer.config.choices import DEVICES, POOLING, PRECISIONS
+
+FP32 = 4  # bytes of a float32 value
+INT64 = 8  # bytes of a token id
+
+
+def check_step(
+    config: ModelConfig,
+    *,
+    batch_size: int,
+    src_len: int,
+    tgt_len: int | None,
+    precision: str,
+    device: str,
+    encoder_only: bool,
+    pooling: str,
+) -> int:
+    """Check a training step's arguments and return ``tgt_len`` (``src_len`` when None).
+
+    ``device`` is a device type (``cuda`` or ``cpu``). Raises ``ValueError`` naming the bad value:
+    a precision, device or pooling outside their choices, a non-positive batch size or length,
+    or a length over the model's ``max_len`` (one less for a classifier's CLS position)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if pooling not in POOLING:
+        raise ValueError(f"pooling must be one of {POOLING}, got {pooling!r}")
+    tgt_len = src_len if tgt_len is None else tgt_len
+    for name, value in (("batch_size", batch_size), ("src_len", src_len), ("tgt_len", tgt_len)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    longest = config.max_len - (1 if encoder_only and pooling == "cls" else 0)
+    if src_len > longest:
+        raise ValueError(f"src_len={src_len} exceeds the model's max_len={longest}")
+    if not encoder_only and tgt_len > config.max_len:
+        raise ValueError(f"tgt_len={tgt_len} exceeds the model's max_len={config.max_len}")
+    return tgt_len
+
+
+def batch_for_tokens(max_tokens: int, *, src_len: int, tgt_len: int | None,
+                     encoder_only: bool = False) -> int:
+    """Rows of a batch that spends ``max_tokens`` padded positions as
+    :class:`~transformer.data.batching.TokenBatchSampler` counts them: ``rows * width`` with
+    ``width = max(src_len + 1, tgt_len)`` (``tgt_len`` includes BOS), or ``src_len`` alone for an
+    encoder-only model."""
+    width = src_len if encoder_only else max(src_len + 1, src_len if tgt_len is None else tgt_len)
+    if max_tokens < width:
+        raise ValueError(f"max_tokens={max_tokens} is smaller than one row of {width} tokens")
+    return max_tokens // width
