@@ -12,15 +12,9 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from transformer import ModelConfig, Transformer
-from transformer.data.batching import (
-    TokenBatchSampler,
-    collate_pairs,
-    collate_sources,
-    encode_pairs,
-    iter_batches,
-    padding_stats,
-)
+from transformer.data.batching import collate_pairs, collate_sources, encode_pairs, iter_batches
 from transformer.data.parallel import ParallelCorpus
+from transformer.data.sampler import TokenBatchSampler, padding_stats
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 WORDS = [

@@ -11,14 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.data.classification import (
-    ClassificationData,
-    LabelVocabulary,
-    collate_classification,
-    encode_classification,
-    load_classification_corpus,
-    read_classification,
-)
+from transformer.data.batching import collate_classification, encode_classification
+from transformer.data.classification import ClassificationData, read_classification
+from transformer.data.corpora import load_classification_corpus
+from transformer.data.labels import LabelVocabulary
 from transformer.data.tokenizer import PAD_ID, Tokenizer
 from transformer.errors import InputError
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import gzip
 import os
-import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from transformer.atomic import atomic_write_bytes  # noqa: F401  (the CLI still imports it here)
 from transformer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -84,20 +84,3 @@ def iter_file_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
             raise InputError(f"{path}: {what} after line {line_number} ({err})") from None
     if line_number == 0:
         raise InputError(f"{path}: file is empty")
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, fsync and rename,
-    so a reader sees the old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -42,7 +42,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-from transformer.data.text_files import atomic_write_bytes
+from transformer.atomic import atomic_write_bytes
 from transformer.errors import InputError
 
 log = logging.getLogger(__name__)
