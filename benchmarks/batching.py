@@ -31,7 +31,7 @@ import torch
 from transformer.data.batching import encode_pairs, iter_batches
 from transformer.data.corpora import load_corpus
 from transformer.data.sampler import TokenBatchSampler, padding_stats
-from transformer.data.tokenizer import train_tokenizers
+from transformer.data.tokenizer_pair import train_tokenizers
 
 RESULTS = Path(__file__).resolve().parent / "results" / "batching.json"
 

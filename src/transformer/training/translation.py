@@ -31,14 +31,8 @@ from transformer.data.batching import collate_pairs, encode_pairs
 from transformer.data.epochs import Epochs
 from transformer.data.parallel import ParallelCorpus
 from transformer.data.sampler import TokenBatchSampler
-from transformer.data.tokenizer import (
-    BOS_ID,
-    EOS_ID,
-    MODEL_TYPES,
-    PAD_ID,
-    Tokenizer,
-    train_tokenizers,
-)
+from transformer.data.tokenizer import BOS_ID, EOS_ID, MODEL_TYPES, PAD_ID, Tokenizer
+from transformer.data.tokenizer_pair import train_tokenizers
 from transformer.errors import InputError
 from transformer.model import Transformer
 from transformer.model_dir import (
