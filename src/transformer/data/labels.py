@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.atomic import atomic_write_bytes
-from transformer.data.text_files import iter_file_lines
+from transformer.data.text_files import iter_file_lines, read_json
 from transformer.errors import InputError
 
 LABELS_FILE = "labels.json"
@@ -72,12 +72,7 @@ class LabelVocabulary:
         path = Path(path)
         if path.is_dir():
             path = path / LABELS_FILE
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"{path}: label vocabulary not found") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise InputError(f"{path}: unreadable label vocabulary ({err})") from None
+        data = read_json(path, what="label vocabulary", missing="label vocabulary not found")
         if (
             not isinstance(data, dict)
             or data.get("format_version") != LABELS_FORMAT_VERSION

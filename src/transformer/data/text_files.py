@@ -12,11 +12,12 @@ inside a sentence and would silently misalign parallel files.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from transformer.atomic import atomic_write_bytes  # noqa: F401  (the CLI still imports it here)
 from transformer.errors import InputError
@@ -84,3 +85,14 @@ def iter_file_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
             raise InputError(f"{path}: {what} after line {line_number} ({err})") from None
     if line_number == 0:
         raise InputError(f"{path}: file is empty")
+
+
+def read_json(path: Path, *, what: str, missing: str) -> Any:
+    """The JSON value in the file ``path``. A missing file raises :class:`InputError`
+    ``"{path}: {missing}"``; an unreadable or invalid one ``"{path}: unreadable {what} (why)"``."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: {missing}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: unreadable {what} ({err})") from None

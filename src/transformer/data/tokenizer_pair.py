@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer.atomic import atomic_write_bytes
+from transformer.data.text_files import read_json
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from transformer.errors import InputError
 
@@ -97,12 +98,7 @@ def load_tokenizers(directory: str | os.PathLike[str]) -> tuple[Tokenizer, Token
     index_path = directory / INDEX_FILE
     if not directory.is_dir():
         raise InputError(f"{directory}: tokenizer folder not found")
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{index_path}: not found (not a tokenizer folder)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{index_path}: unreadable tokenizer index ({err})") from None
+    index = read_json(index_path, what="tokenizer index", missing="not found (not a tokenizer folder)")
     if not isinstance(index, dict) or not all(
         isinstance(index.get(k), str) for k in ("src", "tgt")
     ):

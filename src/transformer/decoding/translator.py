@@ -15,7 +15,7 @@ import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torch import nn
 
@@ -25,6 +25,7 @@ from transformer.decoding.greedy import greedy_decode
 from transformer.decoding.packing import packed_decoder
 
 if TYPE_CHECKING:
+    from transformer.data.tokenizer import Tokenizer
     from transformer.model_dir import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,8 @@ class Translator:
     def __init__(
         self,
         model: nn.Module,
-        src_tokenizer: Any,
-        tgt_tokenizer: Any,
+        src_tokenizer: Tokenizer | None,
+        tgt_tokenizer: Tokenizer | None,
         *,
         bos_id: int,
         eos_id: int,
