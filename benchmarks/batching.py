@@ -28,14 +28,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from transformer.data.batching import (
-    TokenBatchSampler,
-    encode_pairs,
-    iter_batches,
-    padding_stats,
-)
+from transformer.data.batching import encode_pairs, iter_batches
 from transformer.data.corpora import load_corpus
-from transformer.data.tokenizer import train_tokenizers
+from transformer.data.sampler import TokenBatchSampler, padding_stats
+from transformer.data.tokenizer_pair import train_tokenizers
 
 RESULTS = Path(__file__).resolve().parent / "results" / "batching.json"
 

@@ -52,6 +52,13 @@ def atomic_write_text(path: Path | str, text: str) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically, creating its folder when missing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
 def replace_dir(path: Path | str, fill: Callable[[Path], None]) -> None:
     """Fill a fresh ``path.tmp`` directory with ``fill(tmp)``, then swap it in for ``path``."""
     path = Path(path)

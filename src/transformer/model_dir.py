@@ -179,7 +179,7 @@ def save_model_dir(
     ``config`` is stored with ``format_version`` and ``task`` filled in if absent and ``model`` set to
     the model's own ``ModelConfig``. ``tgt_tokenizer`` is None for a classifier.
     """
-    from transformer.data.tokenizer import save_tokenizers
+    from transformer.data.tokenizer_pair import save_tokenizers
 
     model = unwrap(model)
     run_dir = Path(run_dir)
@@ -194,7 +194,7 @@ def save_model_dir(
 
 def load_tokenizer_dir(run_dir: Path | str) -> tuple[Any, Any]:
     """The (source, target) tokenizers of ``RUN_DIR/tokenizer/``; InputError when missing or bad."""
-    from transformer.data.tokenizer import load_tokenizers
+    from transformer.data.tokenizer_pair import load_tokenizers
 
     path = existing_dir(Path(run_dir) / TOKENIZER_DIR)
     if path is None:

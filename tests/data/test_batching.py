@@ -13,14 +13,16 @@ from torch.utils.data import DataLoader
 
 from transformer import ModelConfig, Transformer
 from transformer.data.batching import (
-    TokenBatchSampler,
+    collate_classification,
     collate_pairs,
     collate_sources,
+    encode_classification,
     encode_pairs,
     iter_batches,
-    padding_stats,
 )
+from transformer.data.classification import ClassificationData
 from transformer.data.parallel import ParallelCorpus
+from transformer.data.sampler import TokenBatchSampler, padding_stats
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 WORDS = [
@@ -262,3 +264,18 @@ def test_works_as_a_dataloader_batch_sampler(tok: Tokenizer) -> None:
         == sum(b.num_src_tokens > 0 for b in batches for _ in range(len(b)))
     )
     assert sum(b.num_tgt_tokens for b in batches) == sum(len(t) + 1 for t in encoded.tgt)
+
+
+def test_encode_and_collate_classification() -> None:
+    tok = Tokenizer.train(["good movie", "bad film", "great plot"] * 5, vocab_size=285)
+    data = ClassificationData(["good movie " * 20, "bad"], [[1], [0]], ("neg", "pos"))
+    encoded = encode_classification(data, tok, max_len=8)
+    assert encoded.num_truncated == 1 and max(encoded.lengths) == 8
+    assert len(encode_classification(data, tok, max_len=8, on_long="filter")) == 1
+    batch = collate_classification(list(encoded), num_labels=2, multi_label=False)
+    assert batch.tokens.shape == (2, 8) and batch.tokens[1, -1] == PAD_ID
+    assert batch.targets.tolist() == [1, 0]
+    multi = collate_classification([([5], [0, 2]), ([6, 7], [])], num_labels=3, multi_label=True)
+    assert torch.equal(multi.targets, torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]))
+    with pytest.raises(ValueError, match="exactly one label"):
+        collate_classification([([5], [0, 1])], num_labels=2, multi_label=False)

@@ -1,5 +1,5 @@
-"""Classification files: TSV/CSV/JSONL, label names and ids, the label vocabulary, bad rows, and
-the real GoEmotions and NSMC files."""
+"""Classification files: TSV/CSV/JSONL, label names and ids, bad rows (the label vocabulary:
+test_labels.py; GoEmotions and NSMC by name: test_corpora.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,8 @@ import logging
 from pathlib import Path
 
 import pytest
-import torch
 
-from transformer.data.classification import (
-    ClassificationData,
-    LabelVocabulary,
-    collate_classification,
-    encode_classification,
-    load_classification_corpus,
-    read_classification,
-)
-from transformer.data.tokenizer import PAD_ID, Tokenizer
+from transformer.data.classification import read_classification
 from transformer.errors import InputError
 
 
@@ -136,62 +127,3 @@ def test_other_bad_rows(tmp_path: Path) -> None:
     (tmp_path / "e.tsv").write_bytes(b"text\tlabel\nd\xe9j\xe0\t1\n")
     with pytest.raises(InputError, match=r"line 2: not valid UTF-8 \(byte 0xe9 at byte offset 12"):
         read_classification(tmp_path / "e.tsv")
-
-
-def test_label_vocabulary_save_load(tmp_path: Path) -> None:
-    vocab = LabelVocabulary(("기쁨", "anger", "0"))
-    path = vocab.save(tmp_path)
-    assert path == tmp_path / "labels.json"
-    assert LabelVocabulary.load(tmp_path) == vocab == LabelVocabulary.load(path)
-    assert vocab.id_of("anger") == 1 and vocab.id_of("2") == 2 and vocab.id_of("nope") is None
-    with pytest.raises(InputError, match="label vocabulary not found"):
-        LabelVocabulary.load(tmp_path / "missing.json")
-    (tmp_path / "labels.json").write_text('{"format_version": 1, "labels": ["a", "a"]}')
-    with pytest.raises(InputError, match="appears twice"):
-        LabelVocabulary.load(tmp_path)
-    with pytest.raises(ValueError, match="commas"):
-        LabelVocabulary(("a,b",))
-
-
-def test_encode_and_collate(tmp_path: Path) -> None:
-    tok = Tokenizer.train(["good movie", "bad film", "great plot"] * 5, vocab_size=285)
-    data = ClassificationData(["good movie " * 20, "bad"], [[1], [0]], ("neg", "pos"))
-    encoded = encode_classification(data, tok, max_len=8)
-    assert encoded.num_truncated == 1 and max(encoded.lengths) == 8
-    assert len(encode_classification(data, tok, max_len=8, on_long="filter")) == 1
-    batch = collate_classification(list(encoded), num_labels=2, multi_label=False)
-    assert batch.tokens.shape == (2, 8) and batch.tokens[1, -1] == PAD_ID
-    assert batch.targets.tolist() == [1, 0]
-    multi = collate_classification([([5], [0, 2]), ([6, 7], [])], num_labels=3, multi_label=True)
-    assert torch.equal(multi.targets, torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]))
-    with pytest.raises(ValueError, match="exactly one label"):
-        collate_classification([([5], [0, 1])], num_labels=2, multi_label=False)
-
-
-def test_unknown_corpus_and_split(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="unknown classification corpus 'imdb'"):
-        load_classification_corpus("imdb", "train")
-    with pytest.raises(InputError, match="unknown nsmc split 'dev'"):
-        load_classification_corpus("nsmc", "dev")
-    with pytest.raises(InputError, match="goemotions test not found .* put test.tsv.gz"):
-        load_classification_corpus("goemotions", "test", roots=[tmp_path])
-
-
-def test_real_goemotions(shared_data: Path) -> None:
-    """GoEmotions dev (Demszky et al., 2020): 5,426 comments, 28 labels, some with several."""
-    data = load_classification_corpus("goemotions", "dev", roots=[shared_data])
-    assert len(data) == 5426 and data.num_labels == 28
-    assert data.label_names[0] == "admiration" and data.label_names[27] == "neutral"
-    assert data.multi_label and max(len(ids) for ids in data.labels) >= 3
-    assert data.texts[0] == "Is this in New Orleans?? I really feel like this is New Orleans."
-    assert data.labels[0] == [27]  # neutral
-
-
-def test_real_nsmc(shared_data: Path) -> None:
-    """NSMC train: 150,000 reviews of which 5 are empty (its SOURCE.md), binary labels."""
-    data = load_classification_corpus("nsmc", "train", roots=[shared_data])
-    assert (len(data), data.num_empty_dropped) == (150_000 - 5, 5)
-    assert data.label_names == ("negative", "positive") and not data.multi_label
-    assert data.texts[0] == "아 더빙.. 진짜 짜증나네요 목소리" and data.labels[0] == [0]
-    positives = sum(ids == [1] for ids in data.labels)
-    assert 74_000 < positives < 75_000  # 74,827 positive rows before the 5 empty ones

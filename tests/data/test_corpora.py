@@ -1,5 +1,5 @@
 """Corpus registry: Multi30k by name from the search folders, the download path without a
-network, and the real shared files."""
+network, GoEmotions and NSMC by name, and the real shared files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from transformer.data import corpora
-from transformer.data.corpora import data_root, data_roots, load_corpus
+from transformer.data.corpora import data_root, data_roots, load_classification_corpus, load_corpus
 from transformer.errors import InputError
 
 
@@ -134,3 +134,32 @@ def test_real_multi30k(shared_data: Path) -> None:
         for src, tgt in (("en", "fr"), ("cs", "de")):
             corpus = load_corpus("multi30k", split, src, tgt, roots=roots, allow_download=False)
             assert len(corpus) == size
+
+
+def test_unknown_corpus_and_split(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="unknown classification corpus 'imdb'"):
+        load_classification_corpus("imdb", "train")
+    with pytest.raises(InputError, match="unknown nsmc split 'dev'"):
+        load_classification_corpus("nsmc", "dev")
+    with pytest.raises(InputError, match="goemotions test not found .* put test.tsv.gz"):
+        load_classification_corpus("goemotions", "test", roots=[tmp_path])
+
+
+def test_real_goemotions(shared_data: Path) -> None:
+    """GoEmotions dev (Demszky et al., 2020): 5,426 comments, 28 labels, some with several."""
+    data = load_classification_corpus("goemotions", "dev", roots=[shared_data])
+    assert len(data) == 5426 and data.num_labels == 28
+    assert data.label_names[0] == "admiration" and data.label_names[27] == "neutral"
+    assert data.multi_label and max(len(ids) for ids in data.labels) >= 3
+    assert data.texts[0] == "Is this in New Orleans?? I really feel like this is New Orleans."
+    assert data.labels[0] == [27]  # neutral
+
+
+def test_real_nsmc(shared_data: Path) -> None:
+    """NSMC train: 150,000 reviews of which 5 are empty (its SOURCE.md), binary labels."""
+    data = load_classification_corpus("nsmc", "train", roots=[shared_data])
+    assert (len(data), data.num_empty_dropped) == (150_000 - 5, 5)
+    assert data.label_names == ("negative", "positive") and not data.multi_label
+    assert data.texts[0] == "아 더빙.. 진짜 짜증나네요 목소리" and data.labels[0] == [0]
+    positives = sum(ids == [1] for ids in data.labels)
+    assert 74_000 < positives < 75_000  # 74,827 positive rows before the 5 empty ones

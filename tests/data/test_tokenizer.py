@@ -8,16 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transformer.data.tokenizer import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    UNK_ID,
-    Tokenizer,
-    load_tokenizers,
-    save_tokenizers,
-    train_tokenizers,
-)
+from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from transformer.data.tokenizer_pair import load_tokenizers, save_tokenizers, train_tokenizers
 from transformer.errors import InputError
 
 EN = [

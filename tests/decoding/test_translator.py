@@ -91,3 +91,17 @@ def test_decoder_weights_are_packed_once_across_calls(translator, copy_model):
         copy_model.output_projection.weight.mul_(1.0)
     assert [t.text for t in translator.translate(lines)] == first
     assert packer.packs == packs + 1
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_translate_ids_are_the_ids_translate_detokenizes(copy_model, beam_size):
+    """Token ids in, best ids out, in input order and without a tokenizer: what validation and
+    the demo use; detokenized they are exactly what translate() returns."""
+    tok = CharTokenizer()
+    options = DecodeOptions(beam_size=beam_size, max_len_a=1.0, max_len_b=3)
+    with_tok = Translator(copy_model, tok, tok, bos_id=2, eos_id=3, options=options, batch_size=2)
+    ids_only = Translator(copy_model, None, None, bos_id=2, eos_id=3, options=options, batch_size=2)
+    lines = ["abc", "kjihgf", "a", "bbbb", "lk"]
+    got = ids_only.translate_ids([tok.encode(line) for line in lines])
+    assert [tok.decode(ids) for ids in got] == [t.text for t in with_tok.translate(lines)]
+    assert got == [ids_only.translate_ids([tok.encode(line)])[0] for line in lines]

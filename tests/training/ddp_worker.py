@@ -15,8 +15,8 @@ from safetensors.torch import save_file
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import ListData, collate, make_pairs, tiny_model  # noqa: E402
 from transformer.training import distributed  # noqa: E402
-from transformer.training.task import TranslationTask  # noqa: E402
 from transformer.training.trainer import TrainConfig, Trainer  # noqa: E402
+from transformer.training.translation_task import TranslationTask  # noqa: E402
 
 GLOBAL_BATCH = 8
 STEPS = 3

@@ -78,7 +78,8 @@ def test_weights_of_another_configuration_are_named(tmp_path, number_tokenizer):
 
 
 def test_tokenizer_that_does_not_fit_the_vocabulary(tmp_path, number_tokenizer):
-    from transformer.data.tokenizer import Tokenizer, save_tokenizers
+    from transformer.data.tokenizer import Tokenizer
+    from transformer.data.tokenizer_pair import save_tokenizers
 
     tok = number_tokenizer
     save_model_dir(tmp_path, model_for(tok), config={}, src_tokenizer=tok, tgt_tokenizer=tok)

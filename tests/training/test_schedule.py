@@ -1,4 +1,4 @@
-"""The paper's learning-rate schedule (equation 3) and the peak-lr inverse square root."""
+"""The learning-rate schedules: the paper's (equation 3), the peak-lr inverse square root, linear decay."""
 
 from __future__ import annotations
 
@@ -92,3 +92,20 @@ def test_linear_cooldown_to_the_last_update():
         LRSchedule(kind="inverse_sqrt", warmup=10, cooldown=40)
     with pytest.raises(ValueError, match="needs a total"):
         LRSchedule(kind="inverse_sqrt", warmup=10, cooldown=40, total=20)
+
+
+def test_linear_decay_warms_up_then_reaches_zero_at_the_last_update():
+    rate = LRSchedule(kind="linear", peak_lr=1e-3, warmup=10, total=110)
+    assert rate(0) == pytest.approx(1e-4)  # update 1
+    assert rate(9) == pytest.approx(1e-3)  # update 10: the peak
+    assert rate(59) == pytest.approx(0.5e-3)  # update 60: halfway down
+    assert rate(109) == 0.0 and rate(500) == 0.0
+    model = torch.nn.Linear(2, 2)
+    sched = build_scheduler(torch.optim.Adam(model.parameters(), lr=1.0), schedule=rate)
+    buffer = io.BytesIO()
+    torch.save(sched.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    assert state["lr_lambdas"][0]["kind"] == "linear" and state["lr_lambdas"][0]["total"] == 110
+    with pytest.raises(ValueError, match="needs a total"):
+        LRSchedule(kind="linear", warmup=10)

@@ -10,8 +10,8 @@ import torch
 from transformer.training.checkpoint import load_checkpoint
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.task import TranslationTask
 from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.translation_task import TranslationTask
 
 
 def make_trainer(synth, *, data, model=None, optimizer=None, scheduler=True, run_dir=None,

@@ -1,11 +1,16 @@
-"""Text on disk to padded id tensors.
+"""Text on disk to padded id tensors, laid out alike for translation and classification.
 
-- ``tokenizer``: SentencePiece tokenizers with fixed special ids (PAD 0, UNK 1, BOS 2, EOS 3).
 - ``text_files``: UTF-8 line reading (plain or gzip) with errors naming file, line and byte offset.
-- ``parallel``: aligned source/target files into a ``ParallelCorpus``.
-- ``corpora``: corpora by name (Multi30k), the data search folders, downloads.
-- ``batching``: max_len handling, token-budget length buckets, DDP shards, ``collate_pairs``.
-- ``batch``: the ``Batch`` dataclass training and evaluation consume.
-- ``builtin_task``: the English-to-German number-words task of ``transformer demo``.
-- ``classification``: TSV/CSV/JSONL classification data, label vocabularies, GoEmotions and NSMC.
+- ``tokenizer``: SentencePiece tokenizers with fixed special ids (PAD 0, UNK 1, BOS 2, EOS 3);
+  ``tokenizer_pair``: a translation model's source/target pair and its ``tokenizer/`` folder.
+- reading a corpus: ``parallel`` (aligned source/target files, ``ParallelCorpus``) and
+  ``classification`` (TSV/CSV/JSONL texts with labels, ``ClassificationData``); ``labels``: the
+  label vocabulary saved with a classifier.
+- ``corpora``: corpora by name (Multi30k; GoEmotions, NSMC), the data search folders, downloads;
+  ``classification_splits``: reproducible held-out splits; ``builtin_task``: the English-to-German
+  number-words task of ``transformer demo``.
+- ``batching``: encoding with a length limit and collation, for both tasks; ``batch``: the
+  ``Batch`` and ``ClassificationBatch`` they produce; ``padding``: ``pad_rows``, the one padding
+  helper; ``sampler``: token-budget length buckets and DDP shards; ``epochs``: the Trainer's
+  per-epoch batches (``Epochs``, ``LazyBatches``).
 """

@@ -1,6 +1,7 @@
-"""The padded batch that the data pipeline hands to training and evaluation.
+"""The padded batches that the data pipeline hands to training and evaluation, one per task.
 
-Shapes: B sentences, S source length, T target length (with BOS or EOS).
+Shapes: B sentences (or texts), S source (or text) length, T target length (with BOS or EOS),
+C labels.
 """
 
 from __future__ import annotations
@@ -35,4 +36,20 @@ class Batch:
             self.tgt_out.to(device, non_blocking=True),
             self.num_src_tokens,
             self.num_tgt_tokens,
+        )
+
+
+@dataclass
+class ClassificationBatch:
+    """Padded token ids and their targets."""
+
+    tokens: Tensor  # (B, S) long, right-padded with the pad id
+    targets: Tensor  # (B,) long class ids, or (B, C) float 0/1 for multi-label
+
+    def __len__(self) -> int:
+        return self.tokens.size(0)
+
+    def to(self, device: torch.device | str) -> ClassificationBatch:
+        return ClassificationBatch(
+            self.tokens.to(device, non_blocking=True), self.targets.to(device, non_blocking=True)
         )

@@ -22,12 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from transformer.data.classification import (
-    ClassificationData,
-    LabelVocabulary,
-    load_classification_corpus,
-    read_classification,
-)
+from transformer.data.classification import ClassificationData, read_classification
+from transformer.data.corpora import load_classification_corpus
+from transformer.data.labels import LabelVocabulary
 from transformer.errors import InputError
 
 DEFAULT_SEED = 1234

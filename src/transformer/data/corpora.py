@@ -1,4 +1,6 @@
-"""Corpora known by name, found on disk or downloaded: Multi30k (Elliott et al., 2016).
+"""Corpora known by name, found on disk or downloaded: Multi30k (Elliott et al., 2016) for
+translation, GoEmotions (English Reddit comments, 28 emotions, multi-label) and NSMC (Korean movie
+reviews, negative/positive) for classification.
 
 Where files are looked for, in order (the first folder holding the file wins):
 
@@ -11,7 +13,8 @@ Each corpus lives in its own subfolder (``multi30k/train.en.gz``; uncompressed `
 too). When a Multi30k file is nowhere and the network is up, it is downloaded from the dataset's
 public repository (github.com/multi30k/dataset, ``data/task1/raw``) into the cache folder; when
 offline, :func:`load_corpus` raises one :class:`InputError` line saying where to put the files.
-Any other corpus is read by path with :func:`transformer.data.parallel.read_parallel`.
+Any other corpus is read by path with :func:`transformer.data.parallel.read_parallel` or
+:func:`transformer.data.classification.read_classification`.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import gzip
 import http.client
 import logging
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from transformer.atomic import atomic_write
+from transformer.data.classification import ClassificationData, read_classification
+from transformer.data.labels import LabelVocabulary
 from transformer.data.parallel import ParallelCorpus, read_parallel
 from transformer.errors import InputError
 
@@ -100,21 +105,17 @@ def download(url: str, target: Path, *, timeout: float = DOWNLOAD_TIMEOUT_S) -> 
     checked to decompress before it replaces anything. Raises OSError (URLError, timeout) when
     offline or the server refuses."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+
+    def fetch(tmp: Path) -> None:
+        with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
             while chunk := response.read(1 << 20):
                 out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
         if target.name.endswith(".gz"):
             with gzip.open(tmp, "rb") as check:
                 while check.read(1 << 20):
                     pass
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    atomic_write(target, fetch)
     return target
 
 
@@ -185,3 +186,54 @@ def load_corpus(
     src_path = _multi30k_file(split, src_lang, roots=roots, allow_download=allow_download)
     tgt_path = _multi30k_file(split, tgt_lang, roots=roots, allow_download=allow_download)
     return read_parallel(src_path, tgt_path, name=f"multi30k/{split}.{src_lang}-{tgt_lang}")
+
+
+CLASSIFICATION_CORPORA = ("goemotions", "nsmc")
+_CLASSIFICATION_SPLITS = {
+    "goemotions": {"train": "train.tsv.gz", "dev": "dev.tsv.gz", "test": "test.tsv.gz"},
+    "nsmc": {"train": "ratings_train.txt.gz", "test": "ratings_test.txt.gz"},
+}
+_CLASSIFICATION_ALIASES = {"valid": "dev", "validation": "dev", "val": "dev"}
+NSMC_LABELS = ("negative", "positive")
+
+
+def load_classification_corpus(
+    name: str, split: str, *, roots: Sequence[Path] | None = None
+) -> ClassificationData:
+    """A known classification corpus, found like the translation corpora (see
+    :mod:`transformer.data.corpora`): ``goemotions`` (splits train, dev; test when present) with
+    its 28 emotion names from ``emotions.txt``, multi-label; ``nsmc`` (train; test when present),
+    labels ``negative``/``positive`` (ids 0/1). Raises :class:`InputError` for an unknown name or
+    split and for missing files (saying where to put them)."""
+    key = name.lower()
+    if key not in CLASSIFICATION_CORPORA:
+        raise InputError(
+            f"unknown classification corpus {name!r}: known are {', '.join(CLASSIFICATION_CORPORA)}; "
+            "pass a TSV/CSV/JSONL file for any other"
+        )
+    split = _CLASSIFICATION_ALIASES.get(split, split)
+    files = _CLASSIFICATION_SPLITS[key]
+    if split not in files:
+        raise InputError(f"unknown {key} split {split!r}: expected one of {', '.join(files)}")
+    path = find_file(key, files[split], roots=roots)
+    if path is None:
+        searched = ", ".join(str(r) for r in (data_roots() if roots is None else roots))
+        raise InputError(
+            f"{key} {split} not found (searched {searched}): put {files[split]} (or the same "
+            f"without .gz) in a {key}/ folder under $TRANSFORMER_DATA, or pass the file path"
+        )
+    if key == "goemotions":
+        names_path = path.parent / "emotions.txt"
+        if not names_path.is_file():
+            found = find_file(key, "emotions.txt", roots=roots)
+            if found is None:
+                raise InputError(f"{names_path}: GoEmotions label names (emotions.txt) not found")
+            names_path = found
+        vocab = LabelVocabulary.from_names_file(names_path)
+        data = read_classification(path, text_column=0, label_column=1, labels=vocab, format="tsv")
+    else:
+        data = read_classification(
+            path, text_column="document", label_column="label", labels=NSMC_LABELS, format="tsv"
+        )
+    data.name = f"{key}/{split}"
+    return data

@@ -12,13 +12,14 @@ inside a sentence and would silently misalign parallel files.
 from __future__ import annotations
 
 import gzip
+import json
 import os
-import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+from transformer.atomic import atomic_write_bytes  # noqa: F401  (the CLI still imports it here)
 from transformer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -86,18 +87,12 @@ def iter_file_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
         raise InputError(f"{path}: file is empty")
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, fsync and rename,
-    so a reader sees the old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def read_json(path: Path, *, what: str, missing: str) -> Any:
+    """The JSON value in the file ``path``. A missing file raises :class:`InputError`
+    ``"{path}: {missing}"``; an unreadable or invalid one ``"{path}: unreadable {what} (why)"``."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: {missing}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: unreadable {what} ({err})") from None

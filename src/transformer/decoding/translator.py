@@ -4,6 +4,7 @@
     translator = Translator.from_loaded(loaded, options=DecodeOptions(beam_size=4))
     translator.translate(["A man rides a horse.", ""])   # -> [Translation(text=...), Translation("")]
     for t in translator.stream(sys.stdin_lines): ...    # lazily, chunk by chunk, in order
+    translator.translate_ids([[17, 45, 9]])             # ids in, best ids out (validation, the demo)
 
 Shapes: B sentences in a batch, S longest source in it (token ids).
 """
@@ -14,16 +15,22 @@ import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-import torch
 from torch import nn
 
+from transformer.data.padding import pad_rows
 from transformer.decoding.beam import beam_search
 from transformer.decoding.greedy import greedy_decode
 from transformer.decoding.packing import packed_decoder
 
+if TYPE_CHECKING:
+    from transformer.data.tokenizer import Tokenizer
+    from transformer.model_dir import LoadedModel
+
 log = logging.getLogger(__name__)
+
+Candidates = list[tuple[list[int], float | None]]  # (target ids, beam score or None), best first
 
 
 @dataclass(frozen=True)
@@ -73,14 +80,15 @@ class Translator:
     ``batch_size`` sentences are decoded at once, grouped by source length so that little goes to
     padding; results always come back in input order. An empty (or blank) input gives an empty
     translation without running the model. Sources longer than the model's positions are cut to
-    fit (and counted in ``truncated``).
+    fit (and counted in ``truncated``). :meth:`translate_ids` works on token ids and needs no
+    tokenizer.
     """
 
     def __init__(
         self,
         model: nn.Module,
-        src_tokenizer: Any,
-        tgt_tokenizer: Any,
+        src_tokenizer: Tokenizer | None,
+        tgt_tokenizer: Tokenizer | None,
         *,
         bos_id: int,
         eos_id: int,
@@ -99,7 +107,7 @@ class Translator:
         self.device = next(model.parameters()).device
 
     @classmethod
-    def from_loaded(cls, loaded: Any, *, options: DecodeOptions | None = None,
+    def from_loaded(cls, loaded: LoadedModel, *, options: DecodeOptions | None = None,
                     batch_size: int = 64) -> Translator:
         """A translator for a :class:`transformer.model_dir.LoadedModel`."""
         from transformer.data.tokenizer import BOS_ID, EOS_ID
@@ -123,13 +131,16 @@ class Translator:
                 self.truncated += 1
                 ids = ids[:limit]
             todo.append((i, ids))
-        todo.sort(key=lambda item: len(item[1]))
-        with packed_decoder(self.model):  # weights packed once for all batches
-            for start in range(0, len(todo), self.batch_size):
-                chunk = todo[start : start + self.batch_size]
-                for (i, _), result in zip(chunk, self._decode([ids for _, ids in chunk]), strict=True):
-                    out[i] = result
+        for (i, _), candidates in zip(todo, self._candidates([ids for _, ids in todo]), strict=True):
+            out[i] = self._translation(candidates)
         return out  # type: ignore[return-value]
+
+    def translate_ids(self, sources: Sequence[Sequence[int]]) -> list[list[int]]:
+        """The best target ids (without BOS/EOS) of each source id list, in input order; sources
+        are cut to the model's positions."""
+        limit = self.model.config.max_len
+        candidates = self._candidates([list(ids)[:limit] for ids in sources])
+        return [found[0][0] if found else [] for found in candidates]
 
     def stream(self, sentences: Iterable[str], *, chunk_size: int | None = None) -> Iterator[Translation]:
         """Translate an iterable lazily: ``chunk_size`` sentences (default ``batch_size``) are read,
@@ -145,25 +156,32 @@ class Translator:
         if chunk:
             yield from self.translate(chunk)
 
-    def _decode(self, sources: list[list[int]]) -> list[Translation]:
-        """Decode non-empty id lists of one batch."""
-        pad_id = self.model.config.pad_id
-        width = max(len(ids) for ids in sources)
-        src = torch.full((len(sources), width), pad_id, dtype=torch.long)  # (B, S)
-        for row, ids in enumerate(sources):
-            src[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        src = src.to(self.device)
+    def _candidates(self, sources: list[list[int]]) -> list[Candidates]:
+        """Decode id lists in batches of similar length (so little goes to padding), with the
+        decoder's weights packed once for all batches; results in input order."""
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        out: list[Candidates] = [[] for _ in sources]
+        with packed_decoder(self.model):
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                found = self._decode([sources[i] for i in chunk])
+                for i, candidates in zip(chunk, found, strict=True):
+                    out[i] = candidates
+        return out
+
+    def _decode(self, sources: list[list[int]]) -> list[Candidates]:
+        """Decode the id lists of one batch: greedy (one candidate, no score) or beam search."""
+        src = pad_rows(sources, pad_id=self.model.config.pad_id).to(self.device)  # (B, S)
         opt = self.options
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len=opt.max_len,
                   max_len_a=opt.max_len_a, max_len_b=opt.max_len_b)
-        decode = self.tgt_tokenizer.decode
         if opt.beam_size == 1 and opt.nbest is None:
-            return [Translation(_one_line(decode(ids))) for ids in greedy_decode(self.model, src, **kw)]
-        results = beam_search(self.model, src, beam_size=opt.beam_size, nbest=opt.nbest or 1,
-                              length_penalty=opt.length_penalty, **kw)
-        out = []
-        for hyps in results:
-            texts = [(_one_line(decode(ids)), score) for ids, score in hyps]  # type: ignore[misc]
-            best_text, best_score = texts[0] if texts else ("", None)
-            out.append(Translation(best_text, best_score, texts if opt.nbest else []))
-        return out
+            return [[(ids, None)] for ids in greedy_decode(self.model, src, **kw)]
+        return beam_search(self.model, src, beam_size=opt.beam_size, nbest=opt.nbest or 1,  # type: ignore[return-value]
+                           length_penalty=opt.length_penalty, **kw)
+
+    def _translation(self, candidates: Candidates) -> Translation:
+        """Detokenized candidates: the best as the translation, all of them when n-best was asked."""
+        texts = [(_one_line(self.tgt_tokenizer.decode(ids)), score) for ids, score in candidates]
+        best_text, best_score = texts[0] if texts else ("", None)
+        return Translation(best_text, best_score, texts if self.options.nbest else [])  # type: ignore[arg-type]

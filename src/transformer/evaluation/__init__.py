@@ -1,1 +1,2 @@
-"""Scoring: sacreBLEU for translation, classification metrics."""
+"""Scoring: sacreBLEU for translation (``bleu``), classification metrics (``classification``) and
+evaluating a trained classifier on a labelled split (``classifier``)."""

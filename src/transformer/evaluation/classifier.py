@@ -1,15 +1,7 @@
-"""A trained classifier read from its model directory: predict labels with probabilities and
-evaluate on labelled data.
+"""Evaluating a trained classifier on labelled data: accuracy, micro and macro F1 and the
+per-label table, and the labelled data a classifier is evaluated on (a corpus split or a file).
 
 Shapes: N texts, C labels.
-
-    clf = Classifier.load("runs/nsmc")
-    out = clf.predict(["재밌어요", "별로"])      # out.probs (N, C), out.chosen (N, C) bool
-    figures = clf.evaluate(data)                  # accuracy, micro/macro F1, per-label table
-
-Texts longer than the model's limit are truncated (and counted); an empty text is kept and gets
-whatever the model predicts for no tokens at all (counted too), so the outputs line up with the
-inputs.
 """
 
 from __future__ import annotations
@@ -19,116 +11,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 from transformer.data.classification import ClassificationData
+from transformer.decoding.classifier import Classifier
 from transformer.errors import InputError
 from transformer.evaluation.classification import (
     ClassificationReport,
     classification_report,
-    decide,
     to_indicator,
 )
-from transformer.model_dir import CONFIG_FILE, LoadedModel, load_model_dir
-from transformer.training.classification import predict_logits, probabilities
 
 
-@dataclass
-class Predictions:
-    """What :meth:`Classifier.predict` returns; row ``i`` belongs to input text ``i``."""
-
-    probs: np.ndarray  # (N, C) softmax (single-label) or per-label sigmoid (multi-label)
-    chosen: np.ndarray  # (N, C) bool: the predicted label set
-    label_names: tuple[str, ...]
-    num_truncated: int
-    num_empty: int
-
-    def labels(self, i: int) -> list[tuple[str, float]]:
-        """The predicted labels of text ``i`` with their probabilities, most probable first."""
-        picked = np.flatnonzero(self.chosen[i])
-        picked = picked[np.argsort(-self.probs[i, picked], kind="stable")]
-        return [(self.label_names[c], float(self.probs[i, c])) for c in picked]
-
-    def to_rows(self, texts: Sequence[str]) -> list[dict[str, Any]]:
-        """One JSON-ready dict per text: text, labels, and the probability of every label."""
-        return [
-            {
-                "text": text,
-                "labels": [name for name, _ in self.labels(i)],
-                "probabilities": {n: round(float(p), 6) for n, p in zip(self.label_names, self.probs[i], strict=True)},
-            }
-            for i, text in enumerate(texts)
-        ]
-
-
-class Classifier:
-    """A :class:`~transformer.model.TransformerClassifier` with its tokenizer, label names and
-    (multi-label) decision thresholds, as :func:`~transformer.model_dir.load_model_dir`
-    read them."""
-
-    def __init__(self, loaded: LoadedModel, *, source: str = CONFIG_FILE) -> None:
-        config = loaded.config
-        if config.get("task") != "classification":
-            raise InputError(f"{source}: task is {config.get('task')!r}, not a classifier")
-        self.model = loaded.model
-        self.tokenizer = loaded.src_tokenizer
-        self.config = config
-        names = config.get("labels")
-        if not isinstance(names, list) or len(names) != self.model.num_labels:
-            raise InputError(f"{source}: 'labels' must list the model's {self.model.num_labels} label names")
-        self.label_names = tuple(str(n) for n in names)
-        self.multi_label = bool(self.model.multi_label)
-        thresholds = config.get("thresholds")
-        self.thresholds: np.ndarray | None = None
-        if self.multi_label and thresholds is not None:
-            if not isinstance(thresholds, list) or len(thresholds) != len(names):
-                raise InputError(f"{source}: 'thresholds' must hold one number per label")
-            self.thresholds = np.asarray(thresholds, dtype=np.float64)
-
-    @classmethod
-    def load(cls, run_dir: str | Path, *, device: str | torch.device = "cpu") -> Classifier:
-        """Read a classifier's model directory; InputError for a missing, corrupt or translation one."""
-        return cls(load_model_dir(run_dir, device=device), source=str(Path(run_dir) / CONFIG_FILE))
-
-    @property
-    def max_tokens(self) -> int:
-        return self.model.max_tokens
-
-    def encode(self, texts: Sequence[str]) -> tuple[list[list[int]], int, int]:
-        """Token ids cut to :attr:`max_tokens`, and the numbers of truncated and empty texts."""
-        ids = self.tokenizer.encode_batch(list(texts))
-        truncated = sum(len(row) > self.max_tokens for row in ids)
-        empty = sum(not row for row in ids)
-        return [row[: self.max_tokens] for row in ids], truncated, empty
-
-    def predict(self, texts: Sequence[str], *, batch_tokens: int = 16384) -> Predictions:
-        """Probabilities and predicted label sets for ``texts`` (see the module docstring)."""
-        ids, truncated, empty = self.encode(texts)
-        if not ids:
-            shape = (0, len(self.label_names))
-            return Predictions(np.zeros(shape), np.zeros(shape, bool), self.label_names, 0, 0)
-        logits = predict_logits(self.model, ids, batch_tokens=batch_tokens)  # (N, C)
-        probs = probabilities(logits, multi_label=self.multi_label).numpy()  # (N, C)
-        chosen = decide(probs, multi_label=self.multi_label, thresholds=self.thresholds)
-        return Predictions(probs, chosen, self.label_names, truncated, empty)
-
-    def evaluate(self, data: ClassificationData) -> ClassifierEvaluation:
-        """Accuracy, micro and macro F1 and the per-label table on ``data`` (whose label ids must
-        follow this model's label names), plus truncation and empty-text counts."""
-        if tuple(data.label_names) != self.label_names:
-            raise InputError(
-                f"{data.name or 'data'}: its labels ({_short(data.label_names)}) differ from the "
-                f"model's ({_short(self.label_names)})"
-            )
-        out = self.predict(data.texts)
-        gold = to_indicator(data.labels, num_labels=len(self.label_names))
-        report = classification_report(gold, out.chosen, label_names=self.label_names)
-        return ClassifierEvaluation(
-            report=report, data=data.name, multi_label=self.multi_label, max_tokens=self.max_tokens,
-            num_truncated=out.num_truncated,
-            num_empty=out.num_empty + getattr(data, "num_empty_dropped", 0),
+def evaluate_classifier(classifier: Classifier, data: ClassificationData) -> ClassifierEvaluation:
+    """Accuracy, micro and macro F1 and the per-label table of ``classifier`` on ``data`` (whose
+    label ids must follow the model's label names), plus truncation and empty-text counts."""
+    if tuple(data.label_names) != classifier.label_names:
+        raise InputError(
+            f"{data.name or 'data'}: its labels ({_short(data.label_names)}) differ from the "
+            f"model's ({_short(classifier.label_names)})"
         )
+    out = classifier.predict(data.texts)
+    gold = to_indicator(data.labels, num_labels=len(classifier.label_names))
+    report = classification_report(gold, out.chosen, label_names=classifier.label_names)
+    return ClassifierEvaluation(
+        report=report, data=data.name, multi_label=classifier.multi_label,
+        max_tokens=classifier.max_tokens, num_truncated=out.num_truncated,
+        num_empty=out.num_empty + getattr(data, "num_empty_dropped", 0),
+    )
 
 
 def _short(names: Sequence[str], limit: int = 6) -> str:
@@ -172,8 +80,9 @@ def evaluation_data(
     """Labelled data to evaluate ``classifier`` on: a known corpus split (``data``, ``split``; the
     held-out rows are drawn by the recipe stored with the model when it was trained on that corpus)
     or a ``file`` read with the model's label names (columns default to those used in training)."""
-    from transformer.data.classification import LabelVocabulary, read_classification
+    from transformer.data.classification import read_classification
     from transformer.data.classification_splits import SplitRecipe, corpus_splits
+    from transformer.data.labels import LabelVocabulary
 
     if (data is None) == (file is None):
         raise InputError("give either a corpus name (--data) or a labelled file (--file)")

@@ -1,14 +1,19 @@
-"""Losses, schedules, the Trainer, checkpoints and distributed training.
+"""Losses, schedules, the Trainer, checkpoints and distributed training, the same roles for both
+tasks.
 
 - ``loss``: label-smoothed cross-entropy that ignores padding (section 5.4).
-- ``schedule``: the paper's warmup + inverse square root (equation 3) and a peak-lr variant.
+- ``schedule``: every learning-rate schedule: the paper's warmup + inverse square root
+  (equation 3), a peak-lr variant, constant, linear decay.
 - ``optimizer``: Adam with beta2 = 0.98, eps = 1e-9 (section 5.3).
-- ``task``: what the Trainer asks of a task; ``TranslationTask`` (loss, greedy BLEU/chrF).
+- ``task``: the ``Task`` protocol the Trainer asks; ``translation_task`` (``TranslationTask``:
+  loss, greedy BLEU/chrF) and ``classification_task`` (``ClassificationTask``: loss, accuracy/F1,
+  thresholds).
 - ``trainer``: the loop: accumulation, mixed precision, evaluation, best model, early stopping,
-  exact resume, ``metrics.jsonl``.
-- ``checkpoint``: the model directory (``save_model_dir``/``load_model_dir``) and ``checkpoint/``,
-  written atomically, read without unpickling.
+  exact resume; ``loop_state``: its settings, counters and result; ``metrics_file``:
+  ``metrics.jsonl``.
+- ``checkpoint``: ``checkpoint/``, written atomically, read without unpickling; ``average``:
+  checkpoint averaging.
 - ``distributed``: DDP under ``torchrun`` (gloo on CPU, nccl on GPU).
-- ``translation``: ``transformer train`` end to end; ``demo``: ``transformer demo``.
-- ``classification``, ``train_classifier``: the encoder-only classifier on the same Trainer.
+- runs end to end: ``translation`` (``transformer train``), ``train_classifier``
+  (``transformer classify train``), ``demo`` (``transformer demo``).
 """

@@ -23,7 +23,6 @@ import torch
 
 from transformer.errors import InputError
 from transformer.model_dir import CONFIG_FILE, load_model_dir, read_config
-from transformer.training.task import translate_ids
 from transformer.training.translation import TranslationTrainConfig, train_translation
 
 log = logging.getLogger(__name__)
@@ -99,7 +98,7 @@ def run_demo(
     import sacrebleu
 
     from transformer.data.builtin_task import number_task_splits
-    from transformer.data.tokenizer import BOS_ID, EOS_ID
+    from transformer.decoding.translator import DecodeOptions, Translator
 
     start = time.monotonic()
     run_dir = Path(run_dir)
@@ -115,9 +114,10 @@ def run_demo(
     test = splits["test"]
     model = loaded.model
     src_ids = [ids[: model.config.max_len] for ids in loaded.src_tokenizer.encode_batch(test.src)]
+    translator = Translator.from_loaded(loaded, batch_size=128, options=DecodeOptions(
+        beam_size=1, max_len_a=cfg.decode_max_len_a, max_len_b=cfg.decode_max_len_b))
     with torch.inference_mode():
-        hyp_ids = translate_ids(model, src_ids, bos_id=BOS_ID, eos_id=EOS_ID, batch_size=128,
-                                max_len_a=cfg.decode_max_len_a, max_len_b=cfg.decode_max_len_b)
+        hyp_ids = translator.translate_ids(src_ids)
     hyps = [loaded.tgt_tokenizer.decode(h) for h in hyp_ids]
     correct = [h.strip() == r.strip() for h, r in zip(hyps, test.tgt, strict=True)]
     examples = [

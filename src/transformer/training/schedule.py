@@ -1,8 +1,10 @@
-"""Learning-rate schedules: the paper's warmup + inverse square root (equation 3), and the same shape
-with an explicit peak learning rate.
+"""Learning-rate schedules, every one the package has: the paper's warmup + inverse square root
+(equation 3), the same shape with an explicit peak learning rate, a constant rate, and linear warmup
+followed by linear decay to 0 (the classifier's short runs).
 
-``step`` counts optimizer updates from 1, as ``step_num`` in the paper does. Both rates rise
-linearly for ``warmup`` updates, peak at update ``warmup`` and then decay as ``step^-0.5``. For
+``step`` counts optimizer updates from 1, as ``step_num`` in the paper does. The first two rates
+rise linearly for ``warmup`` updates, peak at update ``warmup`` and then decay as ``step^-0.5``;
+``linear`` rises the same way and then falls linearly to 0 at update ``total``. For
 short runs of a known length an optional linear cool-down brings the rate towards 0 over the last
 ``cooldown`` updates before ``total`` (= max_steps), which the paper's schedule never does.
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-SCHEDULES = ("noam", "inverse_sqrt", "constant")
+from transformer.config.choices import SCHEDULES
 
 
 def noam_rate(step: int, *, d_model: int, warmup: int, scale: float = 1.0) -> float:
@@ -31,6 +33,13 @@ def inverse_sqrt_rate(step: int, *, peak_lr: float, warmup: int) -> float:
     """Linear warmup to ``peak_lr`` at update ``warmup``, then ``peak_lr * sqrt(warmup / step)``."""
     step = max(step, 1)
     return peak_lr * min(step / warmup, (warmup / step) ** 0.5)
+
+
+def linear_rate(step: int, *, peak_lr: float, warmup: int, total: int) -> float:
+    """Linear warmup to ``peak_lr`` at update ``warmup``, then linear decay to 0 at update ``total``."""
+    if step <= warmup:
+        return peak_lr * step / warmup
+    return peak_lr * max(0.0, (total - step) / max(1, total - warmup))
 
 
 @dataclass
@@ -60,6 +69,8 @@ class LRSchedule:
             raise ValueError(f"d_model must be positive, got {self.d_model}")
         if self.scale <= 0 or self.peak_lr <= 0:
             raise ValueError(f"scale and peak_lr must be positive, got {self.scale}, {self.peak_lr}")
+        if self.kind == "linear" and self.total is None:
+            raise ValueError("the linear schedule needs a total number of updates to decay to 0")
         if self.cooldown < 0 or (self.cooldown and (self.total is None or self.total < self.cooldown)):
             raise ValueError(f"a cool-down of {self.cooldown} updates needs a total of at least as "
                              f"many updates (max_steps), got {self.total}")
@@ -70,6 +81,9 @@ class LRSchedule:
             rate = noam_rate(step, d_model=self.d_model, warmup=self.warmup, scale=self.scale)
         elif self.kind == "inverse_sqrt":
             rate = inverse_sqrt_rate(step, peak_lr=self.peak_lr, warmup=self.warmup)
+        elif self.kind == "linear":
+            assert self.total is not None
+            rate = linear_rate(step, peak_lr=self.peak_lr, warmup=self.warmup, total=self.total)
         else:
             rate = self.peak_lr
         if self.cooldown and self.total is not None:

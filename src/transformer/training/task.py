@@ -3,26 +3,19 @@
 The Trainer is task-agnostic: it asks a :class:`Task` for the summed loss of a batch, the count
 that loss is normalised by (target tokens for translation, examples for classification), the
 tokens a batch holds (for throughput) and an evaluation dict holding ``loss`` and the task's
-``metric`` (``"bleu"`` here; ``"accuracy"`` or ``"f1"`` for a classifier).
-
-Shapes: B batch, S source length, T target length, V target vocabulary.
+``metric``. The two tasks: :class:`~transformer.training.translation_task.TranslationTask` and
+:class:`~transformer.training.classification_task.ClassificationTask`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from typing import Any, Protocol
 
-import torch
 from torch import Tensor, nn
-
-from transformer.data.batch import Batch
-from transformer.training.loss import label_smoothed_cross_entropy
 
 
 class Task(Protocol):
-    """The task-specific half of training; see :class:`TranslationTask` for an example."""
+    """The task-specific half of training; see :class:`~transformer.training.translation_task.TranslationTask` for an example."""
 
     metric: str  # the evaluation key that selects the best model and drives early stopping
     higher_is_better: bool
@@ -43,154 +36,3 @@ class Task(Protocol):
         """Validation figures with at least ``loss`` and ``metric``; None when there is no
         validation data."""
         ...
-
-
-def pad_batch(rows: Sequence[Sequence[int]], *, pad_id: int) -> Tensor:
-    """Right-pad id lists into a (B, L) long tensor (L >= 1)."""
-    width = max([len(r) for r in rows] + [1])
-    out = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.as_tensor(list(row), dtype=torch.long)
-    return out  # (B, L)
-
-
-def translate_ids(
-    model: nn.Module,
-    sources: Sequence[Sequence[int]],
-    *,
-    bos_id: int,
-    eos_id: int,
-    batch_size: int = 64,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
-) -> list[list[int]]:
-    """Greedy translations (target ids without BOS/EOS) of source id lists, in input order.
-
-    Sentences are decoded in batches of similar length so little time goes to padding.
-    """
-    from transformer.decoding import greedy_decode
-    from transformer.decoding.packing import forget_packed, packed_decoder
-
-    device = next(model.parameters()).device
-    pad_id = model.config.pad_id
-    limit = model.config.max_len
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    out: list[list[int]] = [[] for _ in sources]
-    try:
-        with packed_decoder(model):  # decoder weights packed once for all batches (when it applies)
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                src = pad_batch([list(sources[i])[:limit] for i in chunk], pad_id=pad_id).to(device)  # (B, S)
-                hyps = greedy_decode(model, src, bos_id=bos_id, eos_id=eos_id, max_len_a=max_len_a,
-                                     max_len_b=max_len_b)
-                for i, hyp in zip(chunk, hyps, strict=True):
-                    out[i] = hyp
-    finally:
-        forget_packed(model)  # training changes the weights before the next validation
-    return out
-
-
-METRICS = ("bleu", "chrf", "exact_match")
-
-
-class TranslationTask:
-    """Teacher-forced label-smoothed cross-entropy; validation loss and greedy sacreBLEU.
-
-    ``valid_batches`` give the validation loss (label-smoothed, as in training, plus ``nll`` and
-    ``ppl`` without smoothing). ``bleu_sources`` (source ids) and ``bleu_references`` (plain text)
-    are the validation sample that is translated greedily and scored with sacreBLEU; the
-    evaluation also reports chrF and ``exact_match``, the share of hypotheses equal to their
-    reference. ``metric`` (one of those three) selects the best model; BLEU by default, but
-    exact match for one-word targets such as the number task, where BLEU has no 4-grams to count.
-    """
-
-    higher_is_better = True
-
-    def __init__(
-        self,
-        *,
-        metric: str = "bleu",
-        tgt_tokenizer: Any = None,
-        valid_batches: Sequence[Batch] = (),
-        bleu_sources: Sequence[Sequence[int]] = (),
-        bleu_references: Sequence[str] = (),
-        label_smoothing: float = 0.1,
-        pad_id: int = 0,
-        bos_id: int = 2,
-        eos_id: int = 3,
-        decode_batch_size: int = 64,
-        max_len_a: float = 1.5,
-        max_len_b: int = 10,
-    ) -> None:
-        if len(bleu_sources) != len(bleu_references):
-            raise ValueError(
-                f"{len(bleu_sources)} BLEU sources but {len(bleu_references)} references"
-            )
-        if bleu_sources and tgt_tokenizer is None:
-            raise ValueError("a tgt_tokenizer is needed to score BLEU")
-        if metric not in METRICS:
-            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-        self.metric = metric
-        self.tgt_tokenizer = tgt_tokenizer
-        self.valid_batches = list(valid_batches)
-        self.bleu_sources = [list(s) for s in bleu_sources]
-        self.bleu_references = list(bleu_references)
-        self.label_smoothing = label_smoothing
-        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
-        self.decode_batch_size = decode_batch_size
-        self.max_len_a, self.max_len_b = max_len_a, max_len_b
-
-    def loss(self, model: nn.Module, batch: Batch) -> Tensor:
-        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        return label_smoothed_cross_entropy(
-            logits, batch.tgt_out, smoothing=self.label_smoothing, ignore_index=self.pad_id
-        )
-
-    def normaliser(self, batch: Batch) -> int:
-        return batch.num_tgt_tokens
-
-    def num_tokens(self, batch: Batch) -> int:
-        return batch.num_src_tokens + batch.num_tgt_tokens
-
-    def translate(self, model: nn.Module, sources: Sequence[Sequence[int]]) -> list[str]:
-        """Greedy translations of source id lists, detokenized."""
-        ids = translate_ids(model, sources, bos_id=self.bos_id, eos_id=self.eos_id,
-                            batch_size=self.decode_batch_size, max_len_a=self.max_len_a,
-                            max_len_b=self.max_len_b)
-        return [self.tgt_tokenizer.decode(h) for h in ids]
-
-    @torch.inference_mode()
-    def evaluate(self, model: nn.Module) -> dict[str, float] | None:
-        if not self.valid_batches and not self.bleu_sources:
-            return None
-        was_training = model.training
-        model.eval()
-        try:
-            result: dict[str, float] = {}
-            if self.valid_batches:
-                device = next(model.parameters()).device
-                smoothed = nll = 0.0
-                count = 0
-                for batch in self.valid_batches:
-                    batch = batch.to(device)
-                    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-                    smoothed += float(label_smoothed_cross_entropy(
-                        logits, batch.tgt_out, smoothing=self.label_smoothing,
-                        ignore_index=self.pad_id))
-                    nll += float(label_smoothed_cross_entropy(
-                        logits, batch.tgt_out, smoothing=0.0, ignore_index=self.pad_id))
-                    count += batch.num_tgt_tokens
-                count = max(count, 1)
-                result.update(loss=smoothed / count, nll=nll / count,
-                              ppl=math.exp(min(nll / count, 50.0)))
-            if self.bleu_sources:
-                import sacrebleu
-
-                hyps = self.translate(model, self.bleu_sources)
-                result["bleu"] = sacrebleu.corpus_bleu(hyps, [self.bleu_references]).score
-                result["chrf"] = sacrebleu.corpus_chrf(hyps, [self.bleu_references]).score
-                same = sum(h.strip() == r.strip() for h, r in zip(hyps, self.bleu_references, strict=True))
-                result["exact_match"] = same / len(hyps)
-            return result
-        finally:
-            model.train(was_training)

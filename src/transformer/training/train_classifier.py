@@ -15,6 +15,7 @@ the data came from; ``model.safetensors`` (best by validation), ``tokenizer/``, 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -27,25 +28,24 @@ import torch
 
 from transformer.atomic import atomic_write_text
 from transformer.config import ModelConfig
-from transformer.data.classification import (
-    ClassificationData,
-    LabelVocabulary,
-    encode_classification,
-)
+from transformer.config.choices import CLASSIFIER_SCHEDULES as SCHEDULES
+from transformer.config.choices import POS_WEIGHTS
+from transformer.data.batching import collate_classification, encode_classification
+from transformer.data.classification import ClassificationData
 from transformer.data.classification_splits import SplitRecipe
+from transformer.data.epochs import Epochs
+from transformer.data.labels import LabelVocabulary
 from transformer.errors import InputError
 from transformer.model import TransformerClassifier
 from transformer.model_dir import load_model_dir, save_model_dir
 from transformer.training.checkpoint import seed_everything
-from transformer.training.classification import ClassificationEpochs, ClassificationTask
+from transformer.training.classification_task import ClassificationTask
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import TrainConfig, Trainer
 
 log = logging.getLogger(__name__)
 
-POS_WEIGHTS = ("none", "sqrt")
-SCHEDULES = ("inverse_sqrt", "linear")
 RESULTS_FILE = "results.json"
 
 
@@ -161,22 +161,6 @@ CLASSIFIER_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass
-class LinearDecay:
-    """A LambdaLR rate: linear warmup to ``peak_lr`` over ``warmup`` updates, then linear decay to 0
-    at update ``total``. Plain fields, so the scheduler's state dict loads with weights_only."""
-
-    peak_lr: float
-    warmup: int
-    total: int
-
-    def __call__(self, scheduler_steps: int) -> float:
-        step = scheduler_steps + 1
-        if step <= self.warmup:
-            return self.peak_lr * step / self.warmup
-        return self.peak_lr * max(0.0, (self.total - step) / max(1, self.total - self.warmup))
-
-
 def positive_weights(labels: list[list[int]], *, num_labels: int, cap: float) -> torch.Tensor:
     """Per label sqrt(negatives / positives), clipped to [1, cap] (cap for a label never seen)."""
     counts = np.zeros(num_labels)
@@ -205,7 +189,7 @@ def train_classifier(
     ``data_info`` (where the data came from) are stored in ``config.json`` for later evaluation.
     """
     from transformer.data.tokenizer import Tokenizer
-    from transformer.evaluation.classifier import Classifier
+    from transformer.decoding.classifier import Classifier
 
     started = time.monotonic()
     run_dir = Path(run_dir)
@@ -253,10 +237,13 @@ def train_classifier(
     if multi_label and config.pos_weight == "sqrt":
         pos_weight = positive_weights(labels, num_labels=num_labels, cap=config.max_pos_weight)
 
-    data = ClassificationEpochs(
-        ids, labels, num_labels=num_labels, multi_label=multi_label, pad_id=model_cfg.pad_id,
-        batch_tokens=config.batch_tokens, max_sentences=config.max_sentences,
-        extra_positions=1 if config.pooling == "cls" else 0, seed=config.seed,
+    extra_positions = 1 if config.pooling == "cls" else 0  # the CLS vector's position
+    data = Epochs(
+        list(zip(ids, labels, strict=True)),
+        widths=[max(len(row), 1) + extra_positions for row in ids],
+        collate=functools.partial(collate_classification, num_labels=num_labels,
+                                  multi_label=multi_label, pad_id=model_cfg.pad_id),
+        max_tokens=config.batch_tokens, max_sentences=config.max_sentences, seed=config.seed,
     )
     task = ClassificationTask(
         num_labels=num_labels, multi_label=multi_label, valid_ids=valid_ids,
@@ -266,11 +253,8 @@ def train_classifier(
     optimizer = build_optimizer(model, weight_decay=config.weight_decay)
     if config.schedule == "linear":
         total = config.max_steps or (config.epochs or 1) * len(data)
-        for group in optimizer.param_groups:
-            group["lr"] = 1.0  # the LambdaLR multiplier is the learning rate itself
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lr_lambda=LinearDecay(peak_lr=config.lr, warmup=min(config.warmup, total),
-                                             total=total))
+        scheduler = build_scheduler(optimizer, schedule=LRSchedule(
+            kind="linear", warmup=min(config.warmup, total), peak_lr=config.lr, total=total))
     else:
         scheduler = build_scheduler(optimizer, schedule=LRSchedule(
             kind="inverse_sqrt", warmup=config.warmup, peak_lr=config.lr, d_model=config.d_model))

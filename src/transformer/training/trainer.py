@@ -17,18 +17,16 @@ makes the same update as one batch k times larger.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
 
-from transformer.atomic import atomic_write_text
 from transformer.errors import InputError
 from transformer.model_dir import unwrap
 from transformer.training import distributed as D
@@ -41,84 +39,14 @@ from transformer.training.checkpoint import (
     seed_everything,
     set_rng_state,
 )
+from transformer.training.loop_state import EpochData, TrainConfig, TrainResult, TrainState
+from transformer.training.metrics_file import append_metrics, truncate_metrics
 from transformer.training.task import Task
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-METRICS_FILE = "metrics.jsonl"
 STOP_REASONS = (None, "epochs", "max_steps", "minutes", "patience")
 
-
-class EpochData(Protocol):
-    """Training batches: for each epoch a deterministic sequence (the same on every call)."""
-
-    def for_epoch(self, epoch: int) -> Sequence[Any]: ...
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """The knobs of the loop itself (model, optimizer and schedule are built by the caller)."""
-
-    epochs: int | None = None
-    max_steps: int | None = None
-    minutes: float | None = None  # wall-clock budget of the whole run, resumed parts included
-    accumulate: int = 1  # micro-batches per optimizer update
-    clip_norm: float | None = 1.0  # the paper does not clip; None or 0 turns clipping off
-    precision: str = "fp32"  # "bf16" autocast on CPU or GPU, "fp16" with a grad scaler on GPU
-    eval_every: int = 1000  # updates between evaluations (and checkpoints); 0: only at the end
-    log_every: int = 100
-    patience: int | None = None  # evaluations without improvement before stopping
-    keep_last: int = 0  # weights of the last N evaluations kept in RUN_DIR/snapshots/ (averaging)
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.epochs is None and self.max_steps is None and self.minutes is None:
-            raise ValueError("set at least one of epochs, max_steps or minutes")
-        for name in ("epochs", "max_steps", "patience"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
-        if self.minutes is not None and self.minutes <= 0:
-            raise ValueError(f"minutes must be positive, got {self.minutes}")
-        if self.accumulate < 1:
-            raise ValueError(f"accumulate must be at least 1, got {self.accumulate}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.eval_every < 0 or self.log_every < 1:
-            raise ValueError(f"bad eval_every={self.eval_every} or log_every={self.log_every}")
-        if self.keep_last < 0:
-            raise ValueError(f"keep_last must be at least 0, got {self.keep_last}")
-
-
-@dataclass
-class TrainState:
-    """Counters saved in the checkpoint; ``epoch``/``batch_index`` is the next batch to train on."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_index: int = 0
-    elapsed_s: float = 0.0
-    tokens: int = 0
-    best_metric: float | None = None
-    best_step: int | None = None
-    bad_evals: int = 0
-    last_eval_step: int | None = None
-    last_eval: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class TrainResult:
-    """What :meth:`Trainer.fit` reports."""
-
-    steps: int
-    epochs: float
-    elapsed_s: float
-    stopped_by: str
-    best_metric: float | None
-    best_step: int | None
-    last_eval: dict[str, float]
-    tokens_per_s: float
 
 
 class Trainer:
@@ -399,32 +327,15 @@ class Trainer:
                         len(rngs), self.dist.world_size)
             seed_everything(self.config.seed + self.state.step + self.dist.rank)
         if self.dist.is_main and self.run_dir is not None:
-            self._truncate_metrics(self.state.step)
+            truncate_metrics(self.run_dir, self.state.step)
             drop_snapshots_after(self.run_dir, self.state.step)
             log.info("resumed %s at update %d (epoch %d, batch %d)", self.run_dir,
                      self.state.step, self.state.epoch, self.state.batch_index)
 
-    def _truncate_metrics(self, step: int) -> None:
-        """Drop metric lines written after the checkpoint, which the resumed run will redo."""
-        assert self.run_dir is not None
-        path = self.run_dir / METRICS_FILE
-        if not path.is_file():
-            return
-        kept = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                if json.loads(line).get("step", 0) <= step:
-                    kept.append(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill
-        atomic_write_text(path, "".join(k + "\n" for k in kept))
-
     def write_metrics(self, record: dict[str, Any]) -> None:
         if self.run_dir is None or not self.dist.is_main:
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
+        append_metrics(self.run_dir, record)
 
     def _say(self, message: str) -> None:
         if not self.dist.is_main:

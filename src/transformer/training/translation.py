@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,23 +24,15 @@ from typing import Any
 import torch
 
 from transformer.config import ModelConfig
+from transformer.config.choices import ON_LONG
+from transformer.config.choices import TRANSLATION_METRICS as METRICS
 from transformer.data.batch import Batch
-from transformer.data.batching import (
-    ON_LONG,
-    EncodedPairs,
-    TokenBatchSampler,
-    collate_pairs,
-    encode_pairs,
-)
+from transformer.data.batching import collate_pairs, encode_pairs
+from transformer.data.epochs import Epochs
 from transformer.data.parallel import ParallelCorpus
-from transformer.data.tokenizer import (
-    BOS_ID,
-    EOS_ID,
-    MODEL_TYPES,
-    PAD_ID,
-    Tokenizer,
-    train_tokenizers,
-)
+from transformer.data.sampler import TokenBatchSampler
+from transformer.data.tokenizer import BOS_ID, EOS_ID, MODEL_TYPES, PAD_ID, Tokenizer
+from transformer.data.tokenizer_pair import train_tokenizers
 from transformer.errors import InputError
 from transformer.model import Transformer
 from transformer.model_dir import (
@@ -54,8 +46,8 @@ from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint, seed_everything
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.task import METRICS, TranslationTask
 from transformer.training.trainer import TrainConfig, Trainer, TrainResult
+from transformer.training.translation_task import TranslationTask
 
 log = logging.getLogger(__name__)
 
@@ -170,42 +162,6 @@ class TranslationTrainConfig:
         return cls(**data)
 
 
-class PairEpochs:
-    """The Trainer's training data: token-budget batches of similar length, reshuffled each epoch
-    from the seed (so an epoch's order is the same on every call), this rank's shard only."""
-
-    def __init__(self, pairs: EncodedPairs, *, max_tokens: int, seed: int, rank: int = 0,
-                 world_size: int = 1) -> None:
-        self.pairs = pairs
-        self.sampler = TokenBatchSampler(pairs.lengths, max_tokens=max_tokens, shuffle=True,
-                                         seed=seed, rank=rank, world_size=world_size)
-
-    def for_epoch(self, epoch: int) -> Sequence[Batch]:
-        self.sampler.set_epoch(epoch)
-        return _LazyBatches(list(self.sampler), self._collate)
-
-    def _collate(self, indices: list[int]) -> Batch:
-        return collate_pairs([self.pairs[i] for i in indices])
-
-    def __len__(self) -> int:
-        return len(self.sampler)
-
-
-class _LazyBatches(Sequence[Batch]):
-    """Index lists collated on access, so skipping to a resume position costs nothing."""
-
-    def __init__(self, plan: list[list[int]], collate: Callable[[list[int]], Batch]) -> None:
-        self._plan, self._collate = plan, collate
-
-    def __len__(self) -> int:
-        return len(self._plan)
-
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            return [self._collate(p) for p in self._plan[index]]
-        return self._collate(self._plan[index])
-
-
 def load_splits(cfg: TranslationTrainConfig) -> dict[str, ParallelCorpus]:
     """``{"train": ..., "valid": ...}`` (valid may be absent for explicit files without one)."""
     from transformer.data.parallel import read_parallel
@@ -302,8 +258,8 @@ def train_translation(
     if len(encoded) == 0:
         raise InputError(f"{train.name or 'training data'}: no usable sentence pairs")
     max_tokens = max(cfg.max_tokens, max(encoded.widths))  # one pair always fits a batch
-    data = PairEpochs(encoded, max_tokens=max_tokens, seed=cfg.seed, rank=info.rank,
-                      world_size=info.world_size)
+    data = Epochs(encoded, widths=encoded.lengths, collate=collate_pairs, max_tokens=max_tokens,
+                  seed=cfg.seed, rank=info.rank, world_size=info.world_size)
     valid_batches: list[Batch] = []
     bleu_src: list[list[int]] = []
     bleu_ref: list[str] = []

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from matplotlib.figure import Figure
 
+from transformer.config.choices import METRICS
 from transformer.errors import InputError
 from transformer.visualization.figures import new_figure, style
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-METRICS = ("bleu", "chrf", "accuracy", "f1", "macro_f1", "micro_f1", "exact_match")
 
 
 def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from transformer.atomic import atomic_write
 from transformer.errors import InputError
 
 FORMATS = ("png", "svg", "pdf")
@@ -94,13 +95,11 @@ def save_figure(fig: Figure, path: str | os.PathLike[str], *, svg: bool = False)
         targets.append((path.with_suffix(".svg"), "svg"))
     written = []
     for target, kind in targets:
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        try:
-            with style():
-                fig.savefig(tmp, format=kind, dpi=DPI)
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        with style():
+            atomic_write(target, functools.partial(_save, fig, kind=kind))
         written.append(target)
     return written
+
+
+def _save(fig: Figure, tmp: Path, *, kind: str) -> None:
+    fig.savefig(tmp, format=kind, dpi=DPI)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -21,6 +21,9 @@ from transformer.errors import InputError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from transformer.data.tokenizer import Tokenizer
+    from transformer.model_dir import LoadedModel
 
 KINDS = ("encoder", "decoder", "cross", "alignment")
 
@@ -40,7 +43,7 @@ class SentenceAttention:
     task: str  # "translation" or "classification"
 
 
-def _pieces(tokenizer: Any, ids: Sequence[int]) -> list[str]:
+def _pieces(tokenizer: Tokenizer, ids: Sequence[int]) -> list[str]:
     return [tokenizer.id_to_piece(int(i)) for i in ids]
 
 
@@ -49,7 +52,7 @@ def _first(weights: Sequence[Tensor]) -> list[Tensor]:
 
 
 @torch.no_grad()
-def sentence_attention(loaded: Any, text: str, *, max_len: int | None = None) -> SentenceAttention:
+def sentence_attention(loaded: LoadedModel, text: str, *, max_len: int | None = None) -> SentenceAttention:
     """Run ``text`` through ``loaded`` (a :class:`~transformer.model_dir.LoadedModel`).
 
     Translation models translate greedily (at most ``max_len`` tokens; default the model's limit)

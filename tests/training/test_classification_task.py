@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 
 import pytest
@@ -10,14 +11,11 @@ import torch
 import torch.nn.functional as F
 
 from transformer import ModelConfig, TransformerClassifier
+from transformer.data.batching import collate_classification
+from transformer.data.epochs import Epochs
+from transformer.decoding.classifier import predict_logits, probabilities
 from transformer.evaluation.classification import classification_report, decide, to_indicator
-from transformer.training.classification import (
-    ClassificationEpochs,
-    ClassificationTask,
-    classification_loss,
-    predict_logits,
-    probabilities,
-)
+from transformer.training.classification_task import ClassificationTask, classification_loss
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import TrainConfig, Trainer
@@ -59,8 +57,10 @@ def tiny_classifier(num_labels: int, *, multi_label: bool, pooling: str = "mean"
 
 
 def train(model, ids, labels, *, num_labels, multi_label, valid, steps=150):
-    data = ClassificationEpochs(ids, labels, num_labels=num_labels, multi_label=multi_label,
-                                pad_id=PAD, batch_tokens=512)
+    collate = functools.partial(collate_classification, num_labels=num_labels,
+                                multi_label=multi_label, pad_id=PAD)
+    data = Epochs(list(zip(ids, labels, strict=True)), widths=[max(len(r), 1) for r in ids],
+                  collate=collate, max_tokens=512)
     task = ClassificationTask(num_labels=num_labels, multi_label=multi_label,
                               valid_ids=valid[0], valid_labels=valid[1])
     optimizer = build_optimizer(model)
@@ -110,21 +110,6 @@ def test_multi_label_learns_three_contains_rules_and_tunes_thresholds():
     assert report.macro_f1 >= 0.95
 
 
-def test_epochs_cover_every_example_once_within_the_token_budget():
-    ids = [[5] * n for n in [1, 3, 0, 7, 2, 9, 4, 4, 6, 1]]
-    labels = [[i % 3] for i in range(len(ids))]
-    data = ClassificationEpochs(ids, labels, num_labels=3, multi_label=False, pad_id=PAD,
-                                batch_tokens=12, extra_positions=1)
-    for epoch in range(2):
-        batches = data.for_epoch(epoch)
-        assert len(batches) == len(data)
-        seen = []
-        for batch in batches:
-            assert batch.tokens.numel() + len(batch) <= 12  # one CLS position per row
-            seen.extend(int(t) for t in batch.targets)
-        assert sorted(seen) == sorted(lab[0] for lab in labels)
-
-
 def test_losses_equal_torch_references():
     logits = torch.randn(4, 3)
     labels = torch.tensor([0, 2, 1, 1])
@@ -137,13 +122,3 @@ def test_losses_equal_torch_references():
     manual_w = -(weight * target * F.logsigmoid(logits) + (1 - target) * F.logsigmoid(-logits)).sum()
     assert classification_loss(logits, target, multi_label=True, pos_weight=weight) == pytest.approx(
         float(manual_w), rel=1e-5)
-
-
-def test_predict_logits_keeps_input_order_and_handles_empty_rows():
-    model = tiny_classifier(3, multi_label=False).eval()
-    ids = [[4, 5, 6, 7], [], [8], [9, 10]]
-    batched = predict_logits(model, ids, batch_tokens=4, max_sentences=2)
-    for i, row in enumerate(ids):
-        alone = model(torch.tensor([row or [PAD]]))
-        torch.testing.assert_close(batched[i], alone[0], atol=1e-5, rtol=1e-5)
-    assert torch.isfinite(batched).all()

@@ -6,20 +6,14 @@ import pytest
 import torch
 
 from transformer import ModelConfig, Transformer
-from transformer.training.task import TranslationTask, pad_batch, translate_ids
-
-
-def test_pad_batch():
-    out = pad_batch([[5, 6, 7], [8]], pad_id=0)
-    assert out.tolist() == [[5, 6, 7], [8, 0, 0]]
-    assert pad_batch([], pad_id=0).shape == (0, 1)
+from transformer.training.translation_task import TranslationTask
 
 
 def test_translate_ids_keeps_the_input_order(synth):
     model = synth.tiny_model().eval()
     sources = [[5, 6, 7, 8, 9], [4], [7, 7], [9, 8, 7, 6, 5, 4, 5]]
-    one_by_one = [translate_ids(model, [s], bos_id=2, eos_id=3)[0] for s in sources]
-    batched = translate_ids(model, sources, bos_id=2, eos_id=3, batch_size=3)
+    one_by_one = [TranslationTask().translate_ids(model, [s])[0] for s in sources]
+    batched = TranslationTask(decode_batch_size=3).translate_ids(model, sources)
     assert batched == one_by_one
 
 
@@ -42,7 +36,7 @@ def test_translate_ids_packs_once_for_all_batches_and_keeps_no_copy(synth, monke
 
     sources = [[5, 6, 7, 8, 9], [4], [7, 7], [9, 8, 7, 6, 5, 4, 5]]
     monkeypatch.setattr(packing.PackedLinears, "__enter__", enter)
-    translate_ids(model, sources, bos_id=2, eos_id=3, batch_size=1)
+    TranslationTask(decode_batch_size=1).translate_ids(model, sources)
     assert made == [1]  # entered once, packed once, though four batches were decoded
     assert packing.decoder_packer(model).packs == 0  # a fresh packer: nothing was kept
 

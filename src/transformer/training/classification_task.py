@@ -1,9 +1,7 @@
-"""Training an encoder-only classifier through the shared :class:`~transformer.training.trainer.Trainer`:
-token-budget batches of encoded texts (:mod:`transformer.data.classification` reads, encodes and
-collates them), the loss, batched prediction, and the :class:`ClassificationTask` that evaluates on
-validation data and tunes multi-label thresholds.
+"""The classification :class:`~transformer.training.task.Task`: the loss of a batch, and
+validation that reports accuracy and F1 and tunes multi-label thresholds.
 
-Shapes: B examples in a batch, S longest input, C labels, N examples.
+Shapes: B examples in a batch, C labels, N validation examples.
 
 Single-label models are trained with softmax cross-entropy on the gold label; multi-label models
 with BCEWithLogits, one independent sigmoid per label. Either loss is summed over the examples of a
@@ -12,99 +10,21 @@ batch and the Trainer divides by the number of examples of the whole update.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.data.batching import TokenBatchSampler
-from transformer.data.classification import ClassificationBatch, collate_classification
+from transformer.data.batch import ClassificationBatch
+from transformer.decoding.classifier import predict_logits, probabilities
 from transformer.evaluation.classification import (
     classification_report,
     decide,
     to_indicator,
     tune_thresholds,
 )
-
-log = logging.getLogger(__name__)
-
-
-def pad_tokens(rows: Sequence[Sequence[int]], *, pad_id: int) -> Tensor:
-    """Right-pad id lists into (B, S) long with S >= 1 (an empty row is all padding)."""
-    width = max([len(r) for r in rows] + [1])
-    out = np.full((len(rows), width), pad_id, dtype=np.int64)  # (B, S)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return torch.from_numpy(out)
-
-
-class _Collated(Sequence[ClassificationBatch]):
-    """A list of index lists, collated on access (so an epoch's tensors are built one at a time)."""
-
-    def __init__(self, batches: list[list[int]], collate: Callable[[list[int]], ClassificationBatch]) -> None:
-        self._batches = batches
-        self._collate = collate
-
-    def __len__(self) -> int:
-        return len(self._batches)
-
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            return [self._collate(b) for b in self._batches[index]]
-        return self._collate(self._batches[index])
-
-
-class ClassificationEpochs:
-    """The Trainer's training data: per epoch, token-budget batches of similar length.
-
-    A batch of n examples whose longest has w tokens (plus one position for a CLS vector) costs
-    ``n * w`` <= ``batch_tokens``; at most ``max_sentences`` examples per batch when given.
-    """
-
-    def __init__(
-        self,
-        ids: Sequence[Sequence[int]],
-        labels: Sequence[Sequence[int]],
-        *,
-        num_labels: int,
-        multi_label: bool,
-        pad_id: int,
-        batch_tokens: int,
-        max_sentences: int | None = None,
-        extra_positions: int = 0,
-        seed: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-    ) -> None:
-        if len(ids) != len(labels):
-            raise ValueError(f"{len(ids)} texts but {len(labels)} label lists")
-        self.ids = [list(r) for r in ids]
-        self.labels = [list(r) for r in labels]
-        self.num_labels = num_labels
-        self.multi_label = multi_label
-        self.pad_id = pad_id
-        widths = [max(len(r), 1) + extra_positions for r in self.ids]
-        self.sampler = TokenBatchSampler(
-            widths, max_tokens=batch_tokens, max_sentences=max_sentences, shuffle=True, seed=seed,
-            rank=rank, world_size=world_size,
-        )
-
-    def _collate(self, indices: list[int]) -> ClassificationBatch:
-        return collate_classification(
-            [(self.ids[i], self.labels[i]) for i in indices],
-            num_labels=self.num_labels, multi_label=self.multi_label, pad_id=self.pad_id,
-        )
-
-    def for_epoch(self, epoch: int) -> Sequence[ClassificationBatch]:
-        self.sampler.set_epoch(epoch)
-        return _Collated(list(self.sampler), self._collate)
-
-    def __len__(self) -> int:
-        """Batches per epoch."""
-        return len(self.sampler)
 
 
 def classification_loss(
@@ -127,40 +47,6 @@ def classification_loss(
             logits, labels.float(), pos_weight=pos_weight, reduction="sum"
         )
     return F.cross_entropy(logits, labels, label_smoothing=label_smoothing, reduction="sum")
-
-
-def probabilities(logits: Tensor, *, multi_label: bool) -> Tensor:
-    """Logits (N, C) -> per-label sigmoid (multi-label) or softmax over labels (single-label)."""
-    return torch.sigmoid(logits.float()) if multi_label else torch.softmax(logits.float(), dim=-1)
-
-
-@torch.inference_mode()
-def predict_logits(
-    model: nn.Module, ids: Sequence[Sequence[int]], *, batch_tokens: int = 16384, max_sentences: int = 512
-) -> Tensor:
-    """Logits (N, C) float32 on the CPU for token id lists, in input order.
-
-    Inputs are run in batches of similar length (at most ``batch_tokens`` padded positions and
-    ``max_sentences`` rows) in eval mode; the model's training mode is restored afterwards.
-    """
-    device = next(model.parameters()).device
-    pad_id = model.config.pad_id
-    out = torch.zeros(len(ids), model.num_labels)  # (N, C)
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    was_training = model.training
-    model.eval()
-    try:
-        start = 0
-        while start < len(order):
-            longest = max(len(ids[order[min(start + max_sentences, len(order)) - 1]]), 1)
-            size = max(1, min(max_sentences, batch_tokens // longest))
-            chunk = order[start : start + size]
-            tokens = pad_tokens([ids[i] for i in chunk], pad_id=pad_id).to(device)  # (B, S)
-            out[chunk] = model(tokens).float().cpu()  # (B, C)
-            start += size
-    finally:
-        model.train(was_training)
-    return out
 
 
 class ClassificationTask:
