@@ -18,12 +18,9 @@ from transformer.model.kv_cache import DecoderCache
 
 
 class Seq2SeqModel(Protocol):
-    """What decoding needs from a model (``transformer.Transformer`` has it).
-
-    Beam search passes ``decode`` one row of ``memory`` and ``src`` per sentence for K rows of
-    ``tgt_in`` (the sentence's beams, consecutive), and reorders the cache's self-attention part
-    (``DecoderCache.reorder_self``) and cross-attention part (``reorder_cross``) apart.
-    """
+    """What the reference decoding (:class:`~transformer.decoding.session.ReferenceSession`) needs
+    from a model (``transformer.Transformer`` has it): one row of ``memory`` and ``src`` per row of
+    ``tgt_in``, and a cache that ``DecoderCache.reorder`` follows the chosen rows in."""
 
     config: object  # with .pad_id and .max_len
 

@@ -20,8 +20,8 @@ import torch
 from torch import nn
 
 from transformer.decoding.beam import beam_search
+from transformer.decoding.fast_decoder import decoder_for
 from transformer.decoding.greedy import greedy_decode
-from transformer.decoding.packing import packed_decoder
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,8 @@ class Translator:
         self.batch_size = batch_size
         self.truncated = 0
         self.device = next(model.parameters()).device
+        # the decoding fast path, weights packed once for every batch (None: not a Transformer)
+        self.decoder = decoder_for(model)
 
     @classmethod
     def from_loaded(cls, loaded: Any, *, options: DecodeOptions | None = None,
@@ -124,11 +126,10 @@ class Translator:
                 ids = ids[:limit]
             todo.append((i, ids))
         todo.sort(key=lambda item: len(item[1]))
-        with packed_decoder(self.model):  # weights packed once for all batches
-            for start in range(0, len(todo), self.batch_size):
-                chunk = todo[start : start + self.batch_size]
-                for (i, _), result in zip(chunk, self._decode([ids for _, ids in chunk]), strict=True):
-                    out[i] = result
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start : start + self.batch_size]
+            for (i, _), result in zip(chunk, self._decode([ids for _, ids in chunk]), strict=True):
+                out[i] = result
         return out  # type: ignore[return-value]
 
     def stream(self, sentences: Iterable[str], *, chunk_size: int | None = None) -> Iterator[Translation]:
@@ -155,7 +156,7 @@ class Translator:
         src = src.to(self.device)
         opt = self.options
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len=opt.max_len,
-                  max_len_a=opt.max_len_a, max_len_b=opt.max_len_b)
+                  max_len_a=opt.max_len_a, max_len_b=opt.max_len_b, decoder=self.decoder)
         decode = self.tgt_tokenizer.decode
         if opt.beam_size == 1 and opt.nbest is None:
             return [Translation(_one_line(decode(ids))) for ids in greedy_decode(self.model, src, **kw)]

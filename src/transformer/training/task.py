@@ -69,24 +69,23 @@ def translate_ids(
     Sentences are decoded in batches of similar length so little time goes to padding.
     """
     from transformer.decoding import greedy_decode
-    from transformer.decoding.packing import forget_packed, packed_decoder
+    from transformer.decoding.fast_decoder import decoder_for
 
     device = next(model.parameters()).device
     pad_id = model.config.pad_id
     limit = model.config.max_len
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
-    try:
-        with packed_decoder(model):  # decoder weights packed once for all batches (when it applies)
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                src = pad_batch([list(sources[i])[:limit] for i in chunk], pad_id=pad_id).to(device)  # (B, S)
-                hyps = greedy_decode(model, src, bos_id=bos_id, eos_id=eos_id, max_len_a=max_len_a,
-                                     max_len_b=max_len_b)
-                for i, hyp in zip(chunk, hyps, strict=True):
-                    out[i] = hyp
-    finally:
-        forget_packed(model)  # training changes the weights before the next validation
+    # one decoder (weights packed once) for all batches; a new one at the next validation, since
+    # training changes the weights in between
+    decoder = decoder_for(model)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        src = pad_batch([list(sources[i])[:limit] for i in chunk], pad_id=pad_id).to(device)  # (B, S)
+        hyps = greedy_decode(model, src, bos_id=bos_id, eos_id=eos_id, max_len_a=max_len_a,
+                             max_len_b=max_len_b, decoder=decoder)
+        for i, hyp in zip(chunk, hyps, strict=True):
+            out[i] = hyp
     return out
 
 
