@@ -15,6 +15,17 @@ from transformer.decoding.slot_cache import SlotCache
 PAD, BOS, EOS = 0, 2, 3
 
 
+def distinct_norms(model):
+    """``model`` with random layer-norm gains and biases, so that using the wrong norm shows."""
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.weight.copy_(1 + 0.5 * torch.randn(module.weight.shape, generator=g))
+                module.bias.copy_(0.5 * torch.randn(module.bias.shape, generator=g))
+    return model.eval()
+
+
 def reference_logits(model, prefixes: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """Next-token logits (R, V) of full prefixes (R, T) through the reference model."""
     return model.decode(prefixes, model.encode(src), src)[:, -1]
@@ -24,7 +35,7 @@ def reference_logits(model, prefixes: torch.Tensor, src: torch.Tensor) -> torch.
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_greedy_steps_equal_the_reference(random_model, sources, seed, pack):
     """Rows of a batch, some leaving on the way: the fast step equals the whole-prefix pass."""
-    model = random_model(seed).eval()
+    model = distinct_norms(random_model(seed))
     src = sources(seed, 5)
     g = torch.Generator().manual_seed(seed)
     with torch.inference_mode():
@@ -44,7 +55,7 @@ def test_greedy_steps_equal_the_reference(random_model, sources, seed, pack):
 def test_beam_steps_equal_the_reference(random_model, sources, seed):
     """Beam search's steps: one row per sentence first, then K beams per sentence chosen at
     random from the sentence's previous beams, a sentence leaving now and then."""
-    model = random_model(seed).eval()
+    model = distinct_norms(random_model(seed))
     n, k = 4, 3
     src = sources(seed, n)
     g = torch.Generator().manual_seed(seed)

@@ -27,11 +27,9 @@ from torch import Tensor
 
 from transformer.decoding.common import (
     Seq2SeqModel,
-    check_min_len,
-    check_source,
+    checked_limits,
     evaluation_mode,
     mask_forbidden_,
-    output_limits,
     strip_padding,
 )
 from transformer.decoding.fast_decoder import FastDecoder
@@ -236,8 +234,8 @@ def beam_search(
     :func:`transformer.decoding.greedy_decode`. Runs in evaluation mode under
     ``torch.inference_mode``.
     """
-    check_source(src)
-    check_min_len(min_len)
+    limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
+                            min_len=min_len)  # (B,)
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
     if nbest is not None and (isinstance(nbest, bool) or not isinstance(nbest, int) or not 1 <= nbest <= beam_size):
@@ -245,14 +243,6 @@ def beam_search(
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a non-negative number, got {length_penalty!r}")
     pad_id = model.config.pad_id
-    limits = output_limits(
-        src,
-        pad_id=pad_id,
-        max_len=max_len,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-        model_max_len=model.config.max_len,
-    )  # (B,)
     with torch.inference_mode(), evaluation_mode(model):
         session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights, decoder=decoder)
         state = _search(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,

@@ -16,11 +16,9 @@ from torch import Tensor
 
 from transformer.decoding.common import (
     Seq2SeqModel,
-    check_min_len,
-    check_source,
+    checked_limits,
     evaluation_mode,
     mask_forbidden_,
-    output_limits,
     strip_padding,
 )
 from transformer.decoding.fast_decoder import FastDecoder
@@ -54,17 +52,9 @@ def greedy_decode(
     ``decoder``: a ``FastDecoder(model)`` to use, so that a caller decoding many batches packs the
     weights once (``pack_weights`` is then the decoder's).
     """
-    check_source(src)
-    check_min_len(min_len)
+    limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
+                            min_len=min_len)  # (B,)
     pad_id = model.config.pad_id
-    limits = output_limits(
-        src,
-        pad_id=pad_id,
-        max_len=max_len,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-        model_max_len=model.config.max_len,
-    )  # (B,)
     with torch.inference_mode(), evaluation_mode(model):
         session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights, decoder=decoder)
         tokens = _greedy(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, min_len=min_len)
