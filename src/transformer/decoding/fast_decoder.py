@@ -48,9 +48,12 @@ Linear = Callable[[Tensor], Tensor]
 @dataclass(frozen=True)
 class LayerStep:
     """What one decoder layer's step calls: its linear layers (packed or not), its layer norms as
-    plain functions, and the modules whose methods it reuses."""
+    plain functions, and the model's own head split, activation and memory projection."""
 
-    layer: nn.Module  # the model's DecoderLayer (split_heads, activation)
+    split_self: Callable[[Tensor, int], tuple[Tensor, ...]]  # MultiHeadAttention.split_heads
+    split_cross: Callable[[Tensor, int], tuple[Tensor, ...]]
+    memory_kv: nn.Module  # cross-attention's K/V projection: once per search, not packed
+    activation: nn.Module
     qkv: Linear
     self_out: Linear
     q: Linear
@@ -70,7 +73,10 @@ def _norm(norm: nn.LayerNorm) -> Linear:
 def layer_step(layer: nn.Module, *, pack: bool) -> LayerStep:
     self_attn, cross_attn, ff = layer.self_attn, layer.cross_attn, layer.feed_forward
     return LayerStep(
-        layer=layer,
+        split_self=self_attn.split_heads,
+        split_cross=cross_attn.split_heads,
+        memory_kv=cross_attn.kv_proj,
+        activation=ff.activation,
         qkv=step_linear(self_attn.qkv_proj, pack=pack),
         self_out=step_linear(self_attn.out_proj, pack=pack),
         q=step_linear(cross_attn.q_proj, pack=pack),
@@ -136,8 +142,7 @@ class FastSession:
         self.norm_first = model.config.norm_first
         memory = model.encode(src)  # (N, S, D)
         self.memory_mask = padding_mask(src, model.config.pad_id)  # (N, 1, 1, S)
-        self.cross = [step.layer.cross_attn.split_heads(step.layer.cross_attn.kv_proj(memory), 2)
-                      for step in layers]  # per layer (N, H, S, Dh) keys and values
+        self.cross = [step.split_cross(step.memory_kv(memory), 2) for step in layers]  # (N, H, S, Dh) K, V
         self.self_caches: list[KVCache | SlotCache] = [KVCache() for _ in layers]
         self.length = 0
 
@@ -159,7 +164,7 @@ class FastSession:
 
     def _self_attention(self, i: int, step: LayerStep, x: Tensor, groups: int) -> Tensor:
         r, _, d = x.shape
-        q, k, v = step.layer.self_attn.split_heads(step.qkv(x), 3)  # (R, H, 1, Dh) each
+        q, k, v = step.split_self(step.qkv(x), 3)  # (R, H, 1, Dh) each
         cache = self.self_caches[i]
         if isinstance(cache, SlotCache):  # beams: attend through the slot table
             cache.append(k, v)
@@ -170,14 +175,14 @@ class FastSession:
 
     def _cross_attention(self, i: int, step: LayerStep, x: Tensor, groups: int) -> Tensor:
         r, _, d = x.shape
-        (q,) = step.layer.cross_attn.split_heads(step.q(x), 1)  # (R, H, 1, Dh)
+        (q,) = step.split_cross(step.q(x), 1)  # (R, H, 1, Dh)
         key, value = self.cross[i]  # (N, H, S, Dh): one row per sentence, shared by its G beams
         out = step_attention(fold_groups(q, groups), key, value, self.memory_mask)  # (N, H, G, Dh)
         return step.cross_out(unfold_groups(out, groups).transpose(1, 2).reshape(r, 1, d))  # (R, 1, D)
 
     @staticmethod
     def _feed_forward(step: LayerStep, x: Tensor) -> Tensor:
-        return step.ff2(step.layer.feed_forward.activation(step.ff1(x)))  # (R, 1, D)
+        return step.ff2(step.activation(step.ff1(x)))  # (R, 1, D)
 
     def select(self, index: Tensor, *, keep: Tensor | None, beams: int) -> None:
         """Go on with rows ``index`` (R',) of the last step, ``beams`` consecutive rows per
