@@ -39,10 +39,11 @@ from transformer.decoding.kernels import (
 from transformer.decoding.packing import can_pack, step_linear
 from transformer.decoding.slot_cache import Selection, SlotCache, reorder
 from transformer.model import Transformer
+from transformer.model.decoder import DecoderLayer
 from transformer.model.kv_cache import KVCache
 from transformer.model.masks import padding_mask
 
-Linear = Callable[[Tensor], Tensor]
+TensorFn = Callable[[Tensor], Tensor]  # (..., in) -> (..., out): a linear layer or a layer norm
 
 
 @dataclass(frozen=True)
@@ -54,23 +55,24 @@ class LayerStep:
     split_cross: Callable[[Tensor, int], tuple[Tensor, ...]]
     memory_kv: nn.Module  # cross-attention's K/V projection: once per search, not packed
     activation: nn.Module
-    qkv: Linear
-    self_out: Linear
-    q: Linear
-    cross_out: Linear
-    ff1: Linear
-    ff2: Linear
-    norm1: Linear
-    norm2: Linear
-    norm3: Linear
+    qkv: TensorFn
+    self_out: TensorFn
+    q: TensorFn
+    cross_out: TensorFn
+    ff1: TensorFn
+    ff2: TensorFn
+    norm1: TensorFn
+    norm2: TensorFn
+    norm3: TensorFn
 
 
-def _norm(norm: nn.LayerNorm) -> Linear:
+def _norm(norm: nn.LayerNorm) -> TensorFn:
     return functools.partial(F.layer_norm, normalized_shape=norm.normalized_shape, weight=norm.weight,
                              bias=norm.bias, eps=norm.eps)
 
 
-def layer_step(layer: nn.Module, *, pack: bool) -> LayerStep:
+def layer_step(layer: DecoderLayer, *, pack: bool) -> LayerStep:
+    """The step functions of ``layer``, its linear layers packed when ``pack``."""
     self_attn, cross_attn, ff = layer.self_attn, layer.cross_attn, layer.feed_forward
     return LayerStep(
         split_self=self_attn.split_heads,
@@ -104,14 +106,14 @@ class FastDecoder:
         self.model = model
         self.pack_weights = pack_weights
         self.packs = 0
-        self._steps: tuple[list[LayerStep], Linear] | None = None
+        self._steps: tuple[list[LayerStep], TensorFn] | None = None
         self._made_from: tuple[bool, list[tuple[int, int]]] | None = None  # (packed, weights seen)
 
     def _weights_seen(self) -> list[tuple[int, int]]:
         return [(id(p), p._version) for p in self.model.decoder.parameters()] + [
             (id(p), p._version) for p in self.model.output_projection.parameters()]
 
-    def steps(self) -> tuple[list[LayerStep], Linear]:
+    def steps(self) -> tuple[list[LayerStep], TensorFn]:
         """Every layer's :class:`LayerStep` and the output projection, packed when that applies;
         made again when a weight or whether packing applies has changed since the last call."""
         pack = self.pack_weights and can_pack(self.model)
@@ -135,7 +137,7 @@ class FastSession:
 
     needs_prefix = False  # each step takes only the newest token
 
-    def __init__(self, model: Transformer, src: Tensor, layers: list[LayerStep], output: Linear) -> None:
+    def __init__(self, model: Transformer, src: Tensor, layers: list[LayerStep], output: TensorFn) -> None:
         self.model = model
         self.layers = layers
         self.output = output
