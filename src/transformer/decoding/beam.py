@@ -18,7 +18,6 @@ only when sentences leave the batch, and the self-attention caches move slot num
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -75,7 +74,7 @@ def top_candidates(
 
     Ranking all K * V extensions at once (``topk`` over rows of 40,000 for beam 5 and 8,000
     tokens) is slow on a CPU, so they are ranked in two rounds, exactly: the vocabulary of each
-    hypothesis is cut into chunks of ``chunk`` tokens (default :func:`vocabulary_chunk`), and
+    hypothesis is cut into chunks of ``chunk`` tokens (:func:`vocabulary_chunk` chooses one), and
     only the ``count`` chunks with the best maxima are searched, since any extension among the
     best ``count`` lies in one of them (were its chunk not among them, ``count`` better chunk
     maxima would be ``count`` better extensions). ``chunk`` must divide V; without a chunk (a
@@ -85,7 +84,6 @@ def top_candidates(
     count = min(count, k * v)
     if chunk is not None and (chunk < 1 or v % chunk):
         raise ValueError(f"chunk={chunk} does not divide the vocabulary size {v}")
-    chunk = vocabulary_chunk(v) if chunk is None else chunk
     if chunk is None or k * (v // chunk) <= count:
         total = (alive_log_probs[:, :, None] + log_probs).view(n, k * v)  # (N, K * V)
         scores, flat = total.topk(count, dim=1)  # (N, C)
@@ -101,7 +99,6 @@ def top_candidates(
     return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
 
 
-@functools.lru_cache(maxsize=64)
 def vocabulary_chunk(vocab_size: int) -> int | None:
     """A divisor of ``vocab_size`` from 32 to 512 for :func:`top_candidates`, or None when there is
     none or the vocabulary holds fewer than 16 chunks (ranking it at once is then as fast).
@@ -158,16 +155,18 @@ def beam_step(
     eos_id: int,
     pad_id: int,
     at_limit: Tensor,
+    chunk: int | None = None,
 ) -> tuple[BeamState, Tensor, Tensor]:
     """Advance the search by one token.
 
     ``log_probs`` (N, K, V) are the next-token log-probabilities of the live hypotheses,
     ``at_limit`` (N,) marks sentences whose length limit this step reaches. Returns the new state,
     the beam each new live hypothesis extends as a row of the old (N * K) batch, (N * K',), and
-    which sentences are done (N,). Sentences are not removed here.
+    which sentences are done (N,). Sentences are not removed here. ``chunk``: as in
+    :func:`top_candidates`.
     """
     n, k_old, _ = log_probs.shape
-    scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size)  # (N, C)
+    scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size, chunk=chunk)  # (N, C)
     ends_eos = tokens == eos_id  # (N, C)
     # only EOS among the top K counts (so beam 1 is greedy); at the limit all of the top K finish
     top_k = torch.arange(scores.size(1), device=scores.device) < beam_size  # (C,)
@@ -273,6 +272,7 @@ def _search(
     """The search loop; returns the final state, whose finished pools hold the results."""
     steps = int(limits.max())
     state = initial_state(src, steps=steps, beam_size=beam_size, pad_id=pad_id)
+    chunk: int | None = None  # for top_candidates, chosen on the first step
     for t in range(steps):
         n, k = state.alive_log_probs.shape
         if session.needs_prefix:
@@ -284,11 +284,13 @@ def _search(
             tokens = state.alive_tokens[:, :, t - 1].reshape(n * k, 1)  # (N * K, 1)
         logits = session.step(tokens)  # (N * K, V)
         log_probs = torch.log_softmax(logits.float(), dim=-1).view(n, k, -1)  # (N, K, V)
+        if t == 0:
+            chunk = vocabulary_chunk(log_probs.size(-1))  # once per search: the vocabulary is fixed
         mask_forbidden_(log_probs, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
         at_limit = limits[state.rows] == t + 1  # (N,)
         state, index, done = beam_step(
             state, log_probs, step=t, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
-            pad_id=pad_id, at_limit=at_limit,
+            pad_id=pad_id, at_limit=at_limit, chunk=chunk,
         )  # index (N * K,) rows of the old batch that the new live hypotheses extend
         keep = None
         if bool(done.any()):
