@@ -10,8 +10,9 @@ downloaded; ReLU, shared and tied embeddings like ours). Every output is forced 
 fastest repeat of each counts, so the ratios are side by side on the same (shared, noisy) CPU.
 
 - ``cache``: our decoding with the key/value cache (the default).
-- ``unpacked``: the cache, but ``pack_weights=False`` (plain ``F.linear``), to show what packing
-  the decoder's weights for oneDNN is worth (:mod:`transformer.decoding.packing`; fp32 only).
+- ``unpacked``: the cache, but a ``FastDecoder(model, pack_weights=False)`` (plain ``F.linear``),
+  to show what packing the decoder's weights for oneDNN is worth (:mod:`transformer.decoding.packing`;
+  fp32 only). Each run is given its decoder, built once, as the ``Translator`` does.
 - ``no cache``: ``use_cache=False``: the whole prefix goes through the decoder every step (and, as
   in any loop over ``model.decode``, every position is projected onto the vocabulary).
 - ``HF``: ``MarianMTModel.generate(num_beams=1 or 5, do_sample=False)`` with its cache.
@@ -37,7 +38,7 @@ import torch
 
 from machine import cpu_name  # benchmarks/machine.py
 from transformer import ModelConfig, Transformer
-from transformer.decoding import beam_search, greedy_decode
+from transformer.decoding import FastDecoder, beam_search, greedy_decode
 from transformer.decoding.packing import can_pack
 
 RESULTS = Path(__file__).resolve().parent / "results" / "decoding.json"
@@ -89,19 +90,21 @@ def timed(fn: Callable[[], int]) -> tuple[float, float, int]:
     return time.perf_counter() - wall, time.process_time() - cpu, tokens
 
 
-def runners(ours, theirs, src: torch.Tensor, *, length: int, beam: int,
+def runners(ours, theirs, src: torch.Tensor, *, length: int, beam: int, decoders: dict[bool, FastDecoder],
             uncached: bool = True) -> dict[str, Callable[[], int]]:
     """name -> a function that decodes the batch at the forced ``length`` and returns the number
-    of tokens produced (checked to be batch x length)."""
+    of tokens produced (checked to be batch x length). ``decoders``: ``ours``'s fast path, packed
+    (True) and not, each built once for the whole run as a ``Translator`` builds its own."""
     kw = dict(bos_id=BOS, eos_id=EOS, max_len=length, min_len=length)
 
     def ours_fn(use_cache: bool, pack: bool = True) -> Callable[[], int]:
+        decoder = decoders[pack] if use_cache else None
+
         def run() -> int:
             if beam == 1:
-                out = greedy_decode(ours, src, use_cache=use_cache, pack_weights=pack, **kw)
+                out = greedy_decode(ours, src, use_cache=use_cache, decoder=decoder, **kw)
             else:
-                out = beam_search(ours, src, beam_size=beam, use_cache=use_cache,
-                                  pack_weights=pack, **kw)
+                out = beam_search(ours, src, beam_size=beam, use_cache=use_cache, decoder=decoder, **kw)
             assert all(len(ids) == length for ids in out), "output length not forced"
             return sum(len(ids) for ids in out)
 
@@ -164,13 +167,14 @@ def main() -> int:
             theirs.to(torch.bfloat16)
     src = random_sources(batch=args.batch, src_len=args.src_len, vocab=args.vocab, seed=0)
     # warm-up: first calls allocate and pick kernels
-    for fn in runners(ours, theirs, src, length=3, beam=5).values():
+    decoders = {pack: FastDecoder(ours, pack_weights=pack) for pack in (True, False)}
+    for fn in runners(ours, theirs, src, length=3, beam=5, decoders=decoders).values():
         fn()
 
     rows = []
     for beam, method in ((1, "greedy"), (5, "beam 5")):
         for length in args.lengths:
-            fns = runners(ours, theirs, src, length=length, beam=beam,
+            fns = runners(ours, theirs, src, length=length, beam=beam, decoders=decoders,
                           uncached=args.uncached_repeats > 0)
             best: dict[str, float] = {}
             best_cpu: dict[str, float] = {}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from transformer import ModelConfig, Transformer
-from transformer.decoding.packing import decoder_packer, packing_available
+from transformer.decoding.packing import packing_available
 from transformer.decoding.translator import DecodeOptions, Translator, _one_line
 
 
@@ -79,7 +79,7 @@ def test_helpers_and_options():
 def test_decoder_weights_are_packed_once_across_calls(translator, copy_model):
     lines = ["abc", "kjihgf", "a", "bbbb", "lk", "cdefgh"]  # two batches of 4
     first = [t.text for t in translator.translate(lines)]
-    packer = decoder_packer(copy_model)  # the model's packer, kept across calls
+    packer = translator.decoder  # the translator's fast path, kept across calls
     assert packer is not None and packer.packs >= 1
     packs = packer.packs
     translator.translate(lines[:2])

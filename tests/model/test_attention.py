@@ -7,7 +7,6 @@ import torch
 import torch.nn.functional as F
 
 from transformer.model import attention, padding_mask, subsequent_mask
-from transformer.model.attention import attention_over_slots
 
 
 def random_qkv(b=2, h=3, lq=5, lk=7, dh=8):
@@ -33,8 +32,8 @@ def test_equals_torch_sdpa_with_padding_and_causal_mask(need_weights):
 
 @pytest.mark.parametrize("lk", [8, 33, 100])
 def test_single_query_decoding_step_equals_sdpa(lk):
-    # one query against many keys takes the spelled-out path on a CPU: same result as SDPA,
-    # fully masked rows (a finished, all-padding source) included
+    # one query against many keys (a cached decoding step), fully masked rows (a finished,
+    # all-padding source) included
     q, k, v = random_qkv(b=4, lq=1, lk=lk)
     mask = torch.ones(4, 1, 1, lk, dtype=torch.bool)
     mask[1, ..., lk // 2 :] = False
@@ -93,23 +92,3 @@ def test_float_masks_are_refused():
 def test_subsequent_mask_with_offset():
     mask = subsequent_mask(2, offset=3)
     assert mask.tolist() == [[True, True, True, True, False], [True, True, True, True, True]]
-
-
-def test_attention_over_slots_equals_attention_over_each_beams_own_keys():
-    """Beam g reads, at each position, the key of the slot its history is in: the same as plain
-    attention over keys gathered per beam (which is what a reordered cache would hold)."""
-    torch.manual_seed(0)
-    n, h, g, length, dh = 3, 2, 4, 7, 8
-    query = torch.randn(n, h, g, dh)
-    stored_k, stored_v = torch.randn(n, h, length, g, dh), torch.randn(n, h, length, g, dh)
-    slots = torch.randint(0, g, (n, g, length))
-    out = attention_over_slots(
-        query, stored_k.reshape(n, h, length * g, dh), stored_v.reshape(n, h, length * g, dh), slots
-    )
-    for s in range(n):
-        for beam in range(g):
-            picked = slots[s, beam]  # (L,)
-            keys = stored_k[s, :, torch.arange(length), picked]  # (H, L, Dh)
-            values = stored_v[s, :, torch.arange(length), picked]
-            expected = F.scaled_dot_product_attention(query[s, :, beam : beam + 1], keys, values)
-            torch.testing.assert_close(out[s, :, beam : beam + 1], expected, atol=1e-6, rtol=1e-5)

@@ -1,8 +1,7 @@
-"""KVCache and DecoderCache: growth, reordering (only the filled part counts), self or cross only."""
+"""KVCache and DecoderCache: growth, reordering (only the filled part counts), reset."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from transformer.model import DecoderCache, KVCache
@@ -37,77 +36,25 @@ def test_reorder_then_grow():
     assert torch.equal(cache.value, cache.key + 0.5)
 
 
-def test_decoder_cache_reorder_self_leaves_cross_alone():
+def test_decoder_cache_reorders_every_layer_self_and_cross():
     cache = DecoderCache.empty(2)
     for layer in range(2):
         steps(cache.self_attention[layer], 3)
         steps(cache.cross_attention[layer], 5)
-    before = [c.key.clone() for c in cache.cross_attention]
-    index = torch.tensor([1, 0, 2])
-    cache.reorder_self(index)
-    for layer in range(2):
-        assert torch.equal(cache.self_attention[layer].key[:, 0, :, 0],
-                           index[:, None] * 100.0 + torch.arange(3.0))
-        assert torch.equal(cache.cross_attention[layer].key, before[layer])
-    self_before = cache.self_attention[0].key.clone()
-    cache.reorder_cross(index)
-    assert torch.equal(cache.cross_attention[0].key, before[0][index])
-    assert torch.equal(cache.self_attention[0].key, self_before)
+    before = [c.key.clone() for c in (*cache.self_attention, *cache.cross_attention)]
+    index = torch.tensor([1, 0, 2, 2])
     cache.reorder(index)
-    assert torch.equal(cache.self_attention[1].key, self_before[index])
-    assert torch.equal(cache.cross_attention[1].key, before[1][index][index])
+    for got, want in zip((*cache.self_attention, *cache.cross_attention), before, strict=True):
+        assert torch.equal(got.key, want[index]) and torch.equal(got.value, want[index] + 0.5)
     assert cache.length == 3
 
 
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_grouped_cache_equals_a_copying_cache(seed):
-    """Random appends and beam selections (within sentences, a sentence leaving now and then,
-    growth past the storage): a grouped cache gives every row the history that a flat cache,
-    which copies rows, gives it."""
-    g = torch.Generator().manual_seed(seed)
-    group, heads, dh = 3, 2, 4
-    grouped, flat = KVCache(), KVCache()
-    sentences, per_sentence = 5, 1  # one row per sentence before the first selection
-    for step in range(23):
-        k = torch.randn(sentences * per_sentence, heads, 1, dh, generator=g)
-        grouped.update(k, 2 * k)
-        flat.update(k, 2 * k)
-        keep = torch.arange(sentences)
-        if step % 7 == 6:
-            keep = keep[keep != step % sentences]  # one sentence leaves
-        parents = torch.randint(0, per_sentence, (keep.numel(), group), generator=g)
-        index = (keep[:, None] * per_sentence + parents).view(-1)
-        grouped.reorder(index, group=group)
-        flat.reorder(index)
-        sentences, per_sentence = keep.numel(), group
-        assert grouped.groups == group and grouped.rows == index.numel()
-        assert torch.equal(grouped.key, flat.key) and torch.equal(grouped.value, flat.value)
-    assert grouped.length == 23
-    grouped.reorder(torch.tensor([2, 0]))  # a plain selection makes it flat again
-    assert grouped.groups == 1 and torch.equal(grouped.key, flat.key[[2, 0]])
-
-
-def test_grouped_selection_must_stay_within_sentences():
-    cache = KVCache()
-    steps(cache, 2, batch=4)
-    cache.reorder(torch.tensor([0, 1, 2, 3]), group=2)
-    with pytest.raises(ValueError, match="one group"):
-        cache.reorder(torch.tensor([0, 2, 2, 3]), group=2)
-    with pytest.raises(ValueError, match="groups of 2"):
-        cache.reorder(torch.tensor([0, 1, 2]), group=2)
-
-
-def test_decoder_cache_reorders_self_attention_grouped():
-    cache, single = DecoderCache.empty(2), KVCache()
-    for layer in range(2):
-        steps(cache.self_attention[layer], 3, batch=4)
-        steps(cache.cross_attention[layer], 2, batch=2)
-    steps(single, 3, batch=4)
-    for index in (torch.tensor([1, 1, 0, 2, 3, 2]), torch.tensor([2, 0, 0, 4, 3, 5]), torch.tensor([4, 5, 5])):
-        group = 3 if index.numel() == 6 else 1
-        cache.reorder_self(index, group=group)
-        single.reorder(index, group=group)
-        for layer in range(2):
-            assert torch.equal(cache.self_attention[layer].key, single.key)
-    assert cache.cross_attention[0].rows == 2
+def test_reset_empties_the_cache():
+    cache = DecoderCache.empty(2)
+    steps(cache.self_attention[0], 3)
+    steps(cache.cross_attention[1], 2)
+    cache.reset()
+    assert cache.length == 0 and all(c.is_empty and c.rows == 0
+                                     for c in (*cache.self_attention, *cache.cross_attention))
+    keys = steps(cache.self_attention[0], 2, batch=5)  # usable again, with another batch size
+    assert keys.shape == (5, 2, 2, 4)

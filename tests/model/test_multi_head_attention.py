@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 from torch import nn
 
-from transformer.model import MultiHeadAttention, padding_mask
+from transformer.model import KVCache, MultiHeadAttention, padding_mask, subsequent_mask
 
 
 def test_self_attention_equals_torch():
@@ -41,8 +40,6 @@ def test_cross_attention_equals_torch():
 
 def test_cross_attention_cache_projects_memory_once():
     mha = MultiHeadAttention(d_model=16, num_heads=2, cross=True).eval()
-    from transformer.model import KVCache
-
     cache = KVCache()
     memory = torch.randn(1, 4, 16)
     x = torch.randn(1, 1, 16)
@@ -52,52 +49,13 @@ def test_cross_attention_cache_projects_memory_once():
     assert cache.length == 4
 
 
-def test_cross_attention_memory_shared_by_groups_of_rows_equals_repeating_it():
-    """G rows per memory row (beams of one sentence) give what repeating each memory row G times
-    gives, with and without a cache, weights included."""
+def test_self_attention_with_a_cache_equals_masked_attention_over_the_whole_sequence():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(d_model=16, num_heads=4, cross=True).eval()
-    from transformer.model import KVCache
-
-    group = 3
-    memory = torch.randn(2, 5, 16)
-    tokens = torch.tensor([[4, 5, 6, 7, 8], [4, 5, 0, 0, 0]])
-    x = torch.randn(2 * group, 2, 16)
-    repeated = memory.repeat_interleave(group, dim=0)
-    expected, expected_w = mha(x, repeated, mask=padding_mask(tokens.repeat_interleave(group, 0), 0),
-                               need_weights=True)
-    out, weights = mha(x, memory, mask=padding_mask(tokens, 0), need_weights=True)
-    torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close(weights, expected_w, atol=1e-6, rtol=1e-5)
+    mha = MultiHeadAttention(d_model=16, num_heads=4).eval()
+    x = torch.randn(2, 6, 16)
+    expected, _ = mha(x, mask=subsequent_mask(6))
     cache = KVCache()
-    mha(x[:, :1], memory, mask=padding_mask(tokens, 0), cache=cache)
-    cached, _ = mha(x[:, 1:], None, mask=padding_mask(tokens, 0), cache=cache)
-    torch.testing.assert_close(cached, expected[:, 1:], atol=1e-6, rtol=1e-5)
-    with pytest.raises(ValueError, match="evenly"):
-        mha(x[:5], memory)
-    with pytest.raises(ValueError, match="same for every query"):
-        mha(x, memory, mask=torch.ones(2, 1, 2, 5, dtype=torch.bool))
-
-
-def test_self_attention_through_a_grouped_cache_equals_a_copying_cache():
-    """Beam search's steps: the grouped cache's slot attention gives the outputs that a cache which
-    copies the chosen beams' histories gives."""
-    torch.manual_seed(0)
-    mha = MultiHeadAttention(d_model=16, num_heads=2).eval()
-    from transformer.model import KVCache
-
-    g = torch.Generator().manual_seed(1)
-    grouped, flat = KVCache(), KVCache()
-    rows, group = 2, 3
-    for _ in range(12):
-        x = torch.randn(rows, 1, 16)
-        with torch.inference_mode():
-            out_g, _ = mha(x, cache=grouped)
-            out_f, _ = mha(x, cache=flat)
-        torch.testing.assert_close(out_g, out_f, atol=1e-6, rtol=1e-5)
-        per = rows // 2
-        index = (torch.arange(2)[:, None] * per + torch.randint(0, per, (2, group), generator=g)).view(-1)
-        grouped.reorder(index, group=group)
-        flat.reorder(index)
-        rows = 2 * group
-    assert grouped.groups == group
+    first, _ = mha(x[:, :2], mask=subsequent_mask(2), cache=cache)  # a prefix of two at once
+    rest = [mha(x[:, t : t + 1], cache=cache)[0] for t in range(2, 6)]
+    torch.testing.assert_close(torch.cat([first, *rest], dim=1), expected, atol=1e-6, rtol=1e-5)
+    assert cache.length == 6

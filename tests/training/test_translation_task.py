@@ -20,25 +20,28 @@ def test_translate_ids_keeps_the_input_order(synth):
 def test_translate_ids_packs_once_for_all_batches_and_keeps_no_copy(synth, monkeypatch):
     """Validation during training: one packing for every batch, and no packed copy held until
     the next validation (the weights will have changed)."""
-    from transformer.decoding import packing
+    from transformer.decoding import FastDecoder, packing
 
     model = synth.tiny_model().eval()
-    if packing.decoder_linears(model) is None:
+    if not packing.can_pack(model):
         pytest.skip("packing does not apply here")
     made = []
-    original = packing.PackedLinears.__enter__
+    original = FastDecoder.steps
 
-    def enter(self):
+    def steps(self):
         before = self.packs
         result = original(self)
-        made.append(self.packs - before)
+        made.append((self, self.packs - before))
         return result
 
     sources = [[5, 6, 7, 8, 9], [4], [7, 7], [9, 8, 7, 6, 5, 4, 5]]
-    monkeypatch.setattr(packing.PackedLinears, "__enter__", enter)
+    monkeypatch.setattr(FastDecoder, "steps", steps)
     TranslationTask(decode_batch_size=1).translate_ids(model, sources)
-    assert made == [1]  # entered once, packed once, though four batches were decoded
-    assert packing.decoder_packer(model).packs == 0  # a fresh packer: nothing was kept
+    assert [packs for _, packs in made] == [1, 0, 0, 0]  # packed once, though four batches were decoded
+    assert len({id(decoder) for decoder, _ in made}) == 1  # one decoder, local to the call
+    made.clear()
+    TranslationTask().translate_ids(model, sources[:1])
+    assert [packs for _, packs in made] == [1]  # the next validation packs afresh
 
 
 def test_evaluation_figures(number_tokenizer):

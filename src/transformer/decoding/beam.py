@@ -11,13 +11,13 @@ counting EOS), frozen into the sentence's finished pool and never extended again
 extensions that do not end in EOS stay live, and the self-attention caches are reordered to
 follow them. A sentence is done once its pool holds K finished hypotheses (so ``beam_size=1`` is
 greedy decoding); done sentences leave the batch. The result is the pool sorted by score.
-The beams of a sentence share one row of encoder memory and of cross-attention cache (the model
-folds their queries together), which is only reordered when sentences leave the batch.
+The decoder (a :mod:`transformer.decoding.session`) follows the chosen hypotheses: in the fast path
+the beams of a sentence share one row of encoder memory and of cross-attention keys, reordered
+only when sentences leave the batch, and the self-attention caches move slot numbers, not keys.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -26,14 +26,13 @@ from torch import Tensor
 
 from transformer.decoding.common import (
     Seq2SeqModel,
-    check_min_len,
-    check_source,
+    checked_limits,
     evaluation_mode,
     mask_forbidden_,
-    output_limits,
     strip_padding,
 )
-from transformer.decoding.packing import packed_decoder
+from transformer.decoding.fast_decoder import FastDecoder
+from transformer.decoding.session import Session, open_session
 
 
 @dataclass
@@ -75,7 +74,7 @@ def top_candidates(
 
     Ranking all K * V extensions at once (``topk`` over rows of 40,000 for beam 5 and 8,000
     tokens) is slow on a CPU, so they are ranked in two rounds, exactly: the vocabulary of each
-    hypothesis is cut into chunks of ``chunk`` tokens (default :func:`vocabulary_chunk`), and
+    hypothesis is cut into chunks of ``chunk`` tokens (:func:`vocabulary_chunk` chooses one), and
     only the ``count`` chunks with the best maxima are searched, since any extension among the
     best ``count`` lies in one of them (were its chunk not among them, ``count`` better chunk
     maxima would be ``count`` better extensions). ``chunk`` must divide V; without a chunk (a
@@ -85,7 +84,6 @@ def top_candidates(
     count = min(count, k * v)
     if chunk is not None and (chunk < 1 or v % chunk):
         raise ValueError(f"chunk={chunk} does not divide the vocabulary size {v}")
-    chunk = vocabulary_chunk(v) if chunk is None else chunk
     if chunk is None or k * (v // chunk) <= count:
         total = (alive_log_probs[:, :, None] + log_probs).view(n, k * v)  # (N, K * V)
         scores, flat = total.topk(count, dim=1)  # (N, C)
@@ -101,7 +99,6 @@ def top_candidates(
     return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
 
 
-@functools.lru_cache(maxsize=64)
 def vocabulary_chunk(vocab_size: int) -> int | None:
     """A divisor of ``vocab_size`` from 32 to 512 for :func:`top_candidates`, or None when there is
     none or the vocabulary holds fewer than 16 chunks (ranking it at once is then as fast).
@@ -158,16 +155,18 @@ def beam_step(
     eos_id: int,
     pad_id: int,
     at_limit: Tensor,
+    chunk: int | None = None,
 ) -> tuple[BeamState, Tensor, Tensor]:
     """Advance the search by one token.
 
     ``log_probs`` (N, K, V) are the next-token log-probabilities of the live hypotheses,
     ``at_limit`` (N,) marks sentences whose length limit this step reaches. Returns the new state,
     the beam each new live hypothesis extends as a row of the old (N * K) batch, (N * K',), and
-    which sentences are done (N,). Sentences are not removed here.
+    which sentences are done (N,). Sentences are not removed here. ``chunk``: as in
+    :func:`top_candidates`.
     """
     n, k_old, _ = log_probs.shape
-    scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size)  # (N, C)
+    scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size, chunk=chunk)  # (N, C)
     ends_eos = tokens == eos_id  # (N, C)
     # only EOS among the top K counts (so beam 1 is greedy); at the limit all of the top K finish
     top_k = torch.arange(scores.size(1), device=scores.device) < beam_size  # (C,)
@@ -222,6 +221,7 @@ def beam_search(
     min_len: int = 0,
     use_cache: bool = True,
     pack_weights: bool = True,
+    decoder: FastDecoder | None = None,
 ) -> list[list[int]] | list[list[tuple[list[int], float]]]:
     """Beam search translations of ``src`` (B, S), source ids padded with the model's pad id.
 
@@ -229,12 +229,12 @@ def beam_search(
     k ``(ids, score)`` pairs per row instead, best first (fewer only when the vocabulary allows
     fewer hypotheses), the score being the log-probability divided by
     ``((5 + length) / 6) ** length_penalty`` (length in tokens, EOS included).
-    ``max_len``, ``max_len_a``/``max_len_b``, ``min_len``, ``use_cache`` and ``pack_weights`` work as in
+    ``max_len``, ``max_len_a``/``max_len_b``, ``min_len``, ``use_cache``, ``pack_weights`` and ``decoder`` work as in
     :func:`transformer.decoding.greedy_decode`. Runs in evaluation mode under
     ``torch.inference_mode``.
     """
-    check_source(src)
-    check_min_len(min_len)
+    limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
+                            min_len=min_len)  # (B,)
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
     if nbest is not None and (isinstance(nbest, bool) or not isinstance(nbest, int) or not 1 <= nbest <= beam_size):
@@ -242,19 +242,10 @@ def beam_search(
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a non-negative number, got {length_penalty!r}")
     pad_id = model.config.pad_id
-    limits = output_limits(
-        src,
-        pad_id=pad_id,
-        max_len=max_len,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-        model_max_len=model.config.max_len,
-    )  # (B,)
-    with (torch.inference_mode(), evaluation_mode(model),
-          packed_decoder(model, enabled=use_cache and pack_weights)):
-        state = _search(model, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
-                        beam_size=beam_size, alpha=length_penalty, min_len=min_len,
-                        use_cache=use_cache)
+    with torch.inference_mode(), evaluation_mode(model):
+        session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights, decoder=decoder)
+        state = _search(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
+                        beam_size=beam_size, alpha=length_penalty, min_len=min_len)
     count = 1 if nbest is None else nbest
     tokens = strip_padding(state.finished_tokens[:, :count].flatten(0, 1).tolist(), pad_id=pad_id)
     scores = state.finished_scores[:, :count].flatten().tolist()
@@ -267,7 +258,7 @@ def beam_search(
 
 
 def _search(
-    model: Seq2SeqModel,
+    session: Session,
     src: Tensor,
     limits: Tensor,
     *,
@@ -277,48 +268,36 @@ def _search(
     beam_size: int,
     alpha: float,
     min_len: int,
-    use_cache: bool,
 ) -> BeamState:
     """The search loop; returns the final state, whose finished pools hold the results."""
     steps = int(limits.max())
     state = initial_state(src, steps=steps, beam_size=beam_size, pad_id=pad_id)
-    # The beams of a sentence share its source: the model gets one row of source (N, S) and
-    # memory (N, S, D) per sentence for its K rows of hypotheses, and the cross-attention caches
-    # keep one row per sentence, reordered only when sentences leave the batch.
-    sentence_src = src  # (N, S)
-    memory: Tensor | None = model.encode(src)  # (N, S, D)
-    cache = model.new_cache() if use_cache else None
+    chunk: int | None = None  # for top_candidates, chosen on the first step
     for t in range(steps):
         n, k = state.alive_log_probs.shape
-        if cache is not None:
-            if t == 0:
-                last = src.new_full((n, 1), bos_id)  # (N, 1)
-            else:
-                last = state.alive_tokens[:, :, t - 1].reshape(n * k, 1)  # (N * K, 1)
-            logits = model.decode(last, memory, sentence_src, cache=cache)  # (N * K, 1, V)
-            memory = None  # the cross-attention caches hold it now
-        else:
+        if session.needs_prefix:
             bos = src.new_full((n * k, 1), bos_id)
-            prefix = torch.cat([bos, state.alive_tokens[:, :, :t].reshape(n * k, t)], dim=1)
-            logits = model.decode(prefix, memory, sentence_src)  # (N * K, t + 1, V)
-        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1).view(n, k, -1)  # (N, K, V)
+            tokens = torch.cat([bos, state.alive_tokens[:, :, :t].reshape(n * k, t)], dim=1)  # (N * K, t + 1)
+        elif t == 0:
+            tokens = src.new_full((n, 1), bos_id)  # (N, 1)
+        else:
+            tokens = state.alive_tokens[:, :, t - 1].reshape(n * k, 1)  # (N * K, 1)
+        logits = session.step(tokens)  # (N * K, V)
+        log_probs = torch.log_softmax(logits.float(), dim=-1).view(n, k, -1)  # (N, K, V)
+        if t == 0:
+            chunk = vocabulary_chunk(log_probs.size(-1))  # once per search: the vocabulary is fixed
         mask_forbidden_(log_probs, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
         at_limit = limits[state.rows] == t + 1  # (N,)
         state, index, done = beam_step(
             state, log_probs, step=t, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
-            pad_id=pad_id, at_limit=at_limit,
+            pad_id=pad_id, at_limit=at_limit, chunk=chunk,
         )  # index (N * K,) rows of the old batch that the new live hypotheses extend
+        keep = None
         if bool(done.any()):
             keep = (~done).nonzero().squeeze(1)  # (N',)
             if keep.numel() == 0:
                 break
             state = keep_sentences(state, keep)
             index = index.view(n, -1)[keep].view(-1)  # (N' * K,)
-            sentence_src = sentence_src[keep]
-            if cache is not None:
-                cache.reorder_cross(keep)
-            else:
-                memory = memory[keep]  # type: ignore[index]
-        if cache is not None:  # grouped: the caches record which beam goes on instead of copying
-            cache.reorder_self(index, group=state.alive_log_probs.size(1))
+        session.select(index, keep=keep, beams=state.alive_log_probs.size(1))
     return state

@@ -18,12 +18,9 @@ from transformer.model.kv_cache import DecoderCache
 
 
 class Seq2SeqModel(Protocol):
-    """What decoding needs from a model (``transformer.Transformer`` has it).
-
-    Beam search passes ``decode`` one row of ``memory`` and ``src`` per sentence for K rows of
-    ``tgt_in`` (the sentence's beams, consecutive), and reorders the cache's self-attention part
-    (``DecoderCache.reorder_self``) and cross-attention part (``reorder_cross``) apart.
-    """
+    """What the reference decoding (:class:`~transformer.decoding.session.ReferenceSession`) needs
+    from a model (``transformer.Transformer`` has it): one row of ``memory`` and ``src`` per row of
+    ``tgt_in``, and a cache that ``DecoderCache.reorder`` follows the chosen rows in."""
 
     config: object  # with .pad_id and .max_len
 
@@ -75,6 +72,23 @@ def output_limits(
     src_len = (src != pad_id).sum(dim=1)  # (B,)
     limits = torch.floor(src_len.double() * max_len_a + max_len_b).long()  # (B,)
     return limits.clamp(min=1, max=cap)
+
+
+def checked_limits(
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    max_len: int | None,
+    max_len_a: float | None,
+    max_len_b: int,
+    min_len: int,
+) -> Tensor:
+    """Check ``src`` and ``min_len``; return :func:`output_limits` (B,) under ``model``'s pad id and
+    ``max_len``: what greedy decoding and beam search both start with."""
+    check_source(src)
+    check_min_len(min_len)
+    return output_limits(src, pad_id=model.config.pad_id, max_len=max_len, max_len_a=max_len_a,  # type: ignore[attr-defined]
+                         max_len_b=max_len_b, model_max_len=model.config.max_len)  # type: ignore[attr-defined]
 
 
 def check_min_len(min_len: int) -> None:

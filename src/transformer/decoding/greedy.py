@@ -16,14 +16,13 @@ from torch import Tensor
 
 from transformer.decoding.common import (
     Seq2SeqModel,
-    check_min_len,
-    check_source,
+    checked_limits,
     evaluation_mode,
     mask_forbidden_,
-    output_limits,
     strip_padding,
 )
-from transformer.decoding.packing import packed_decoder
+from transformer.decoding.fast_decoder import FastDecoder
+from transformer.decoding.session import Session, open_session
 
 
 def greedy_decode(
@@ -38,6 +37,7 @@ def greedy_decode(
     min_len: int = 0,
     use_cache: bool = True,
     pack_weights: bool = True,
+    decoder: FastDecoder | None = None,
 ) -> list[list[int]]:
     """Greedy translations of ``src`` (B, S), a batch of source ids padded with the model's pad id.
 
@@ -45,30 +45,24 @@ def greedy_decode(
     ``max_len`` tokens (EOS included; None: the model's ``max_len``), and with ``max_len_a`` at
     most ``floor(max_len_a * source_length + max_len_b)``, the source length counting non-pad
     tokens. EOS is not allowed before ``min_len`` tokens (useful to force lengths in benchmarks).
-    PAD is never produced. Runs in evaluation mode under ``torch.inference_mode``. With the cache
-    on a CPU in float32, ``pack_weights`` has the decoding steps multiply by weights reordered once
-    for oneDNN (:mod:`transformer.decoding.packing`; equal up to float32 rounding, faster).
+    PAD is never produced. Runs in evaluation mode under ``torch.inference_mode``.
+    With the cache, a ``Transformer`` is decoded by the fast path
+    (:class:`~transformer.decoding.fast_decoder.FastDecoder`; ``pack_weights``: on a CPU in
+    float32 multiply by weights reordered once for oneDNN, equal up to float32 rounding, faster).
+    ``decoder``: a ``FastDecoder(model)`` to use, so that a caller decoding many batches packs the
+    weights once (``pack_weights`` is then the decoder's).
     """
-    check_source(src)
-    check_min_len(min_len)
+    limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
+                            min_len=min_len)  # (B,)
     pad_id = model.config.pad_id
-    limits = output_limits(
-        src,
-        pad_id=pad_id,
-        max_len=max_len,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-        model_max_len=model.config.max_len,
-    )  # (B,)
-    with (torch.inference_mode(), evaluation_mode(model),
-          packed_decoder(model, enabled=use_cache and pack_weights)):
-        tokens = _greedy(model, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
-                         min_len=min_len, use_cache=use_cache)
+    with torch.inference_mode(), evaluation_mode(model):
+        session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights, decoder=decoder)
+        tokens = _greedy(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, min_len=min_len)
     return strip_padding(tokens.tolist(), pad_id=pad_id)
 
 
 def _greedy(
-    model: Seq2SeqModel,
+    session: Session,
     src: Tensor,
     limits: Tensor,
     *,
@@ -76,26 +70,20 @@ def _greedy(
     eos_id: int,
     pad_id: int,
     min_len: int,
-    use_cache: bool,
 ) -> Tensor:
     """The decoding loop; returns the produced ids (B, L), PAD where EOS or nothing was produced."""
     b = src.size(0)
     steps = int(limits.max())
     out = src.new_full((b, steps), pad_id)  # (B, L)
-    # per active row: its batch row, its source, its memory and its input so far (BOS + produced)
+    # per active row: its batch row, its limit and its input so far (BOS + produced); the
+    # session holds its source, memory and cache
     rows = torch.arange(b, device=src.device)  # (R,)
     row_limits = limits  # (R,)
-    row_src = src  # (R, S)
-    memory: Tensor | None = model.encode(src)  # (R, S, D)
     prefix = src.new_full((b, steps + 1), bos_id)  # (R, 1 + L): column t is the input at step t
-    cache = model.new_cache() if use_cache else None
     for t in range(steps):
-        if cache is not None:
-            logits = model.decode(prefix[:, t : t + 1], memory, row_src, cache=cache)  # (R, 1, V)
-            memory = None  # the cross-attention caches hold it now
-        else:
-            logits = model.decode(prefix[:, : t + 1], memory, row_src)  # (R, t + 1, V)
-        scores = mask_forbidden_(logits[:, -1], step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
+        tokens = prefix[:, : t + 1] if session.needs_prefix else prefix[:, t : t + 1]  # (R, t + 1 or 1)
+        logits = session.step(tokens)  # (R, V)
+        scores = mask_forbidden_(logits, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
         next_ids = scores.argmax(dim=-1)  # (R,)
         ended = (next_ids == eos_id) | (row_limits == t + 1)  # (R,)
         out[rows, t] = next_ids.masked_fill(next_ids == eos_id, pad_id)
@@ -104,9 +92,6 @@ def _greedy(
             keep = (~ended).nonzero().squeeze(1)  # (R',)
             if keep.numel() == 0:
                 break
-            rows, row_limits, row_src, prefix = rows[keep], row_limits[keep], row_src[keep], prefix[keep]
-            if cache is not None:
-                cache.reorder(keep)
-            else:
-                memory = memory[keep]  # type: ignore[index]
+            rows, row_limits, prefix = rows[keep], row_limits[keep], prefix[keep]
+            session.select(keep, keep=keep, beams=1)
     return out

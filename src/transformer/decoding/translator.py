@@ -21,8 +21,8 @@ from torch import nn
 
 from transformer.data.padding import pad_rows
 from transformer.decoding.beam import beam_search
+from transformer.decoding.fast_decoder import decoder_for
 from transformer.decoding.greedy import greedy_decode
-from transformer.decoding.packing import packed_decoder
 
 if TYPE_CHECKING:
     from transformer.data.tokenizer import Tokenizer
@@ -105,6 +105,8 @@ class Translator:
         self.batch_size = batch_size
         self.truncated = 0
         self.device = next(model.parameters()).device
+        # the decoding fast path, weights packed once for every batch (None: not a Transformer)
+        self.decoder = decoder_for(model)
 
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, *, options: DecodeOptions | None = None,
@@ -158,15 +160,14 @@ class Translator:
 
     def _candidates(self, sources: list[list[int]]) -> list[Candidates]:
         """Decode id lists in batches of similar length (so little goes to padding), with the
-        decoder's weights packed once for all batches; results in input order."""
+        weights the translator's decoder packed once for all batches; results in input order."""
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         out: list[Candidates] = [[] for _ in sources]
-        with packed_decoder(self.model):
-            for start in range(0, len(order), self.batch_size):
-                chunk = order[start : start + self.batch_size]
-                found = self._decode([sources[i] for i in chunk])
-                for i, candidates in zip(chunk, found, strict=True):
-                    out[i] = candidates
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            found = self._decode([sources[i] for i in chunk])
+            for i, candidates in zip(chunk, found, strict=True):
+                out[i] = candidates
         return out
 
     def _decode(self, sources: list[list[int]]) -> list[Candidates]:
@@ -174,7 +175,7 @@ class Translator:
         src = pad_rows(sources, pad_id=self.model.config.pad_id).to(self.device)  # (B, S)
         opt = self.options
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len=opt.max_len,
-                  max_len_a=opt.max_len_a, max_len_b=opt.max_len_b)
+                  max_len_a=opt.max_len_a, max_len_b=opt.max_len_b, decoder=self.decoder)
         if opt.beam_size == 1 and opt.nbest is None:
             return [[(ids, None)] for ids in greedy_decode(self.model, src, **kw)]
         return beam_search(self.model, src, beam_size=opt.beam_size, nbest=opt.nbest or 1,  # type: ignore[return-value]

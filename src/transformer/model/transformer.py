@@ -154,9 +154,7 @@ class Transformer(nn.Module):
     ) -> Tensor | TransformerOutput:
         """Target ids (B, T) and encoder ``memory`` (B, S, D) -> logits (B, T, V).
 
-        ``src`` (B, S) gives the source padding mask. ``memory`` and ``src`` may instead have B / G
-        rows, each shared by G consecutive rows of ``tgt_in`` (the G beams of a sentence in beam
-        search); cross-attention then reads each memory row once for its G rows. With a ``cache``
+        ``src`` (B, S) gives the source padding mask. With a ``cache``
         (from :meth:`new_cache`), ``tgt_in`` holds only the new positions; the cache is extended in
         place, and cross-attention keys/values are computed from ``memory`` on the first call only
         (``memory`` may be None afterwards).

@@ -15,7 +15,6 @@ from torch import Tensor, nn
 
 from transformer.config.choices import TRANSLATION_METRICS
 from transformer.data.batch import Batch
-from transformer.decoding.packing import forget_packed
 from transformer.decoding.translator import DecodeOptions, Translator
 from transformer.training.loss import label_smoothed_cross_entropy
 
@@ -82,18 +81,15 @@ class TranslationTask:
     def translate_ids(self, model: nn.Module, sources: Sequence[Sequence[int]]) -> list[list[int]]:
         """Greedy translations (target ids without BOS/EOS) of source id lists, in input order.
 
-        The decoder's packed weights are dropped afterwards: training changes the weights before
-        the next validation, so a kept copy would be stale and hold memory meanwhile.
+        One translator (its decoder packs the weights once for all batches) per call: training
+        changes the weights before the next validation, so nothing packed is kept between calls.
         """
         translator = Translator(
             model, None, self.tgt_tokenizer, bos_id=self.bos_id, eos_id=self.eos_id,
             options=DecodeOptions(beam_size=1, max_len_a=self.max_len_a, max_len_b=self.max_len_b),
             batch_size=self.decode_batch_size,
         )
-        try:
-            return translator.translate_ids(sources)
-        finally:
-            forget_packed(model)
+        return translator.translate_ids(sources)
 
     def translate(self, model: nn.Module, sources: Sequence[Sequence[int]]) -> list[str]:
         """Greedy translations of source id lists, detokenized."""

@@ -1,0 +1,202 @@
+"""The decoding fast path: one cached decoder step of a :class:`~transformer.model.Transformer`,
+spelled out for speed.
+
+Shapes: N sentences, G rows (beams) per sentence, R = N * G rows being decoded, S source length,
+D d_model, H heads, Dh head dimension, V target vocabulary.
+
+The model's own ``decode(..., cache=...)`` is the reference: every row has its own memory row, and
+every step goes through the modules. A :class:`FastDecoder` computes the same step (the model's
+weights, layer norms, embeddings and activations, the same equations), arranged for decoding:
+
+- the linear layers of each step are called directly, with weights packed once for oneDNN on a
+  CPU (:mod:`transformer.decoding.packing`), held by the decoder object and made again only when
+  a weight has changed;
+- the G beams of a sentence share its one row of memory keys/values, which are projected once
+  (:func:`~transformer.decoding.kernels.fold_groups`);
+- beam search's self-attention caches move slot numbers instead of keys
+  (:mod:`transformer.decoding.slot_cache`);
+- one query against many keys takes the faster CPU kernel (:mod:`transformer.decoding.kernels`).
+
+Build one decoder per model and pass it to ``greedy_decode``/``beam_search`` (``decoder=``) for
+every batch, so nothing is packed twice; tests check it equal to the reference model.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer.decoding.kernels import (
+    attention_over_slots,
+    fold_groups,
+    step_attention,
+    unfold_groups,
+)
+from transformer.decoding.packing import can_pack, step_linear
+from transformer.decoding.slot_cache import Selection, SlotCache, reorder
+from transformer.model import Transformer
+from transformer.model.decoder import DecoderLayer
+from transformer.model.kv_cache import KVCache
+from transformer.model.masks import padding_mask
+
+TensorFn = Callable[[Tensor], Tensor]  # (..., in) -> (..., out): a linear layer or a layer norm
+
+
+@dataclass(frozen=True)
+class LayerStep:
+    """What one decoder layer's step calls: its linear layers (packed or not), its layer norms as
+    plain functions, and the model's own head split, activation and memory projection."""
+
+    split_self: Callable[[Tensor, int], tuple[Tensor, ...]]  # MultiHeadAttention.split_heads
+    split_cross: Callable[[Tensor, int], tuple[Tensor, ...]]
+    memory_kv: nn.Module  # cross-attention's K/V projection: once per search, not packed
+    activation: nn.Module
+    qkv: TensorFn
+    self_out: TensorFn
+    q: TensorFn
+    cross_out: TensorFn
+    ff1: TensorFn
+    ff2: TensorFn
+    norm1: TensorFn
+    norm2: TensorFn
+    norm3: TensorFn
+
+
+def _norm(norm: nn.LayerNorm) -> TensorFn:
+    return functools.partial(F.layer_norm, normalized_shape=norm.normalized_shape, weight=norm.weight,
+                             bias=norm.bias, eps=norm.eps)
+
+
+def layer_step(layer: DecoderLayer, *, pack: bool) -> LayerStep:
+    """The step functions of ``layer``, its linear layers packed when ``pack``."""
+    self_attn, cross_attn, ff = layer.self_attn, layer.cross_attn, layer.feed_forward
+    return LayerStep(
+        split_self=self_attn.split_heads,
+        split_cross=cross_attn.split_heads,
+        memory_kv=cross_attn.kv_proj,
+        activation=ff.activation,
+        qkv=step_linear(self_attn.qkv_proj, pack=pack),
+        self_out=step_linear(self_attn.out_proj, pack=pack),
+        q=step_linear(cross_attn.q_proj, pack=pack),
+        cross_out=step_linear(cross_attn.out_proj, pack=pack),
+        ff1=step_linear(ff.linear1, pack=pack),
+        ff2=step_linear(ff.linear2, pack=pack),
+        norm1=_norm(layer.norm1),
+        norm2=_norm(layer.norm2),
+        norm3=_norm(layer.norm3),
+    )
+
+
+class FastDecoder:
+    """The cached decoding step of ``model``, for ``greedy_decode`` and ``beam_search``.
+
+    ``pack_weights``: on a CPU in float32 outside autocast, multiply by weights reordered once for
+    oneDNN (equal to ``F.linear`` up to float32 rounding, faster). The packed copies are made on
+    the first :meth:`start` and kept by this object (``packs`` counts how often they were made);
+    a weight changed since (an optimizer step, a load) has them made again.
+    """
+
+    def __init__(self, model: Transformer, *, pack_weights: bool = True) -> None:
+        if not isinstance(model, Transformer):
+            raise ValueError(f"FastDecoder decodes a transformer.Transformer, got {type(model).__name__}")
+        self.model = model
+        self.pack_weights = pack_weights
+        self.packs = 0
+        self._steps: tuple[list[LayerStep], TensorFn] | None = None
+        self._made_from: tuple[bool, list[tuple[int, int]]] | None = None  # (packed, weights seen)
+
+    def _weights_seen(self) -> list[tuple[int, int]]:
+        return [(id(p), p._version) for p in self.model.decoder.parameters()] + [
+            (id(p), p._version) for p in self.model.output_projection.parameters()]
+
+    def steps(self) -> tuple[list[LayerStep], TensorFn]:
+        """Every layer's :class:`LayerStep` and the output projection, packed when that applies;
+        made again when a weight or whether packing applies has changed since the last call."""
+        pack = self.pack_weights and can_pack(self.model)
+        made_from = (pack, self._weights_seen())
+        if self._steps is None or made_from != self._made_from:
+            layers = [layer_step(layer, pack=pack) for layer in self.model.decoder.layers]
+            self._steps = (layers, step_linear(self.model.output_projection, pack=pack))
+            self._made_from = made_from
+            self.packs += pack
+        return self._steps
+
+    def start(self, src: Tensor) -> FastSession:
+        """Encode ``src`` (N, S) and return the session that decodes it step by step."""
+        layers, output = self.steps()
+        return FastSession(self.model, src, layers, output)
+
+
+class FastSession:
+    """One search's decoding state: the cross-attention keys/values and memory mask (one row per
+    sentence), the self-attention caches (one row per hypothesis) and the position reached."""
+
+    needs_prefix = False  # each step takes only the newest token
+
+    def __init__(self, model: Transformer, src: Tensor, layers: list[LayerStep], output: TensorFn) -> None:
+        self.model = model
+        self.layers = layers
+        self.output = output
+        self.norm_first = model.config.norm_first
+        memory = model.encode(src)  # (N, S, D)
+        self.memory_mask = padding_mask(src, model.config.pad_id)  # (N, 1, 1, S)
+        self.cross = [step.split_cross(step.memory_kv(memory), 2) for step in layers]  # (N, H, S, Dh) K, V
+        self.self_caches: list[KVCache | SlotCache] = [KVCache() for _ in layers]
+        self.length = 0
+
+    def step(self, tokens: Tensor) -> Tensor:
+        """The newest token of each row, ``tokens`` (R, 1) -> next-token logits (R, V)."""
+        x = self.model.tgt_embed(tokens, offset=self.length)  # (R, 1, D)
+        groups = x.size(0) // self.memory_mask.size(0)  # G
+        for i, step in enumerate(self.layers):
+            if self.norm_first:
+                x = x + self._self_attention(i, step, step.norm1(x), groups)
+                x = x + self._cross_attention(i, step, step.norm2(x), groups)
+                x = x + self._feed_forward(step, step.norm3(x))
+            else:
+                x = step.norm1(x + self._self_attention(i, step, x, groups))
+                x = step.norm2(x + self._cross_attention(i, step, x, groups))
+                x = step.norm3(x + self._feed_forward(step, x))
+        self.length += 1
+        return self.output(self.model.decoder.norm(x)[:, 0])  # (R, V)
+
+    def _self_attention(self, i: int, step: LayerStep, x: Tensor, groups: int) -> Tensor:
+        r, _, d = x.shape
+        q, k, v = step.split_self(step.qkv(x), 3)  # (R, H, 1, Dh) each
+        cache = self.self_caches[i]
+        if isinstance(cache, SlotCache):  # beams: attend through the slot table
+            cache.append(k, v)
+            out = unfold_groups(attention_over_slots(fold_groups(q, groups), *cache.grouped()), groups)
+        else:
+            out = step_attention(q, *cache.update(k, v))  # (R, H, 1, Dh)
+        return step.self_out(out.transpose(1, 2).reshape(r, 1, d))  # concat heads: (R, 1, D)
+
+    def _cross_attention(self, i: int, step: LayerStep, x: Tensor, groups: int) -> Tensor:
+        r, _, d = x.shape
+        (q,) = step.split_cross(step.q(x), 1)  # (R, H, 1, Dh)
+        key, value = self.cross[i]  # (N, H, S, Dh): one row per sentence, shared by its G beams
+        out = step_attention(fold_groups(q, groups), key, value, self.memory_mask)  # (N, H, G, Dh)
+        return step.cross_out(unfold_groups(out, groups).transpose(1, 2).reshape(r, 1, d))  # (R, 1, D)
+
+    @staticmethod
+    def _feed_forward(step: LayerStep, x: Tensor) -> Tensor:
+        return step.ff2(step.activation(step.ff1(x)))  # (R, 1, D)
+
+    def select(self, index: Tensor, *, keep: Tensor | None, beams: int) -> None:
+        """Go on with rows ``index`` (R',) of the last step, ``beams`` consecutive rows per
+        sentence; ``keep`` (N',): the sentences that stay (None: all of them, in order)."""
+        if keep is not None:
+            self.cross = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in self.cross]
+            self.memory_mask = self.memory_mask.index_select(0, keep)
+        selection = Selection.of(index, beams, cache=self.self_caches[0])
+        self.self_caches = [reorder(cache, selection) for cache in self.self_caches]
+
+
+def decoder_for(model: nn.Module, *, pack_weights: bool = True) -> FastDecoder | None:
+    """A :class:`FastDecoder` of ``model`` when it is a ``Transformer``; None for any other model
+    (which the reference path decodes through its ``encode``/``decode``)."""
+    return FastDecoder(model, pack_weights=pack_weights) if isinstance(model, Transformer) else None

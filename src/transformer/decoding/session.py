@@ -1,0 +1,79 @@
+"""A decoding session: what greedy decoding and beam search step through.
+
+Shapes: N sentences, R rows being decoded (hypotheses), T prefix length, S source length,
+V target vocabulary.
+
+A session is opened on a batch of sources and then, each step, gives the next-token logits of
+every row and follows the search's choice of rows. Two kinds: the fast path
+(:class:`~transformer.decoding.fast_decoder.FastSession`, for a ``Transformer`` with the cache),
+and :class:`ReferenceSession`, which goes through ``model.encode``/``model.decode`` (any
+:class:`~transformer.decoding.common.Seq2SeqModel`), with the model's own cache or recomputing
+the whole prefix every step.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from torch import Tensor
+
+from transformer.decoding.common import Seq2SeqModel
+from transformer.decoding.fast_decoder import FastDecoder, decoder_for
+
+
+class Session(Protocol):
+    needs_prefix: bool  # True: step() takes the whole prefix (R, T); False: the newest token (R, 1)
+
+    def step(self, tokens: Tensor) -> Tensor:
+        """Next-token logits (R, V) of every row."""
+        ...
+
+    def select(self, index: Tensor, *, keep: Tensor | None, beams: int) -> None:
+        """Go on with rows ``index`` (R',) of the last step, ``beams`` consecutive rows per
+        sentence; ``keep`` (N'): the sentences that stay (None: all of them, in order)."""
+        ...
+
+
+class ReferenceSession:
+    """Decoding through the model's ``encode`` and ``decode``, one memory row per row decoded:
+    with ``use_cache``, the model's own cache; without, the whole prefix every step."""
+
+    def __init__(self, model: Seq2SeqModel, src: Tensor, *, use_cache: bool) -> None:
+        self.model = model
+        self.src = src  # (R, S)
+        self.memory: Tensor | None = model.encode(src)  # (R, S, D)
+        self.cache = model.new_cache() if use_cache else None
+        self.needs_prefix = not use_cache
+
+    def step(self, tokens: Tensor) -> Tensor:
+        logits = self.model.decode(tokens, self.memory, self.src, cache=self.cache)  # (R, T, V)
+        if self.cache is not None:
+            self.memory = None  # the cross-attention caches hold it now
+        return logits[:, -1]
+
+    def select(self, index: Tensor, *, keep: Tensor | None, beams: int) -> None:
+        self.src = self.src[index]
+        if self.cache is not None:
+            self.cache.reorder(index)
+        else:
+            assert self.memory is not None
+            self.memory = self.memory[index]
+
+
+def open_session(
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    use_cache: bool,
+    pack_weights: bool,
+    decoder: FastDecoder | None,
+) -> Session:
+    """The session that decodes ``src`` (N, S): ``decoder``'s (it must be built from ``model``) or
+    a new :class:`FastDecoder`'s for a ``Transformer`` with the cache, else the reference."""
+    if decoder is not None and decoder.model is not model:
+        raise ValueError("decoder= was built from another model than the one being decoded")
+    if use_cache and decoder is None:
+        decoder = decoder_for(model, pack_weights=pack_weights)  # type: ignore[arg-type]
+    if use_cache and decoder is not None:
+        return decoder.start(src)
+    return ReferenceSession(model, src, use_cache=use_cache)

@@ -1,0 +1,98 @@
+"""The decoding fast path computes what the reference model computes: every step's logits equal
+``model.decode`` over the whole prefix, through greedy row removal and beam search's choices of
+beams (grouped caches, memory rows shared by a sentence's beams), packed or not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from transformer.decoding import FastDecoder, beam_search, greedy_decode
+from transformer.decoding.fast_decoder import decoder_for
+from transformer.decoding.slot_cache import SlotCache
+
+PAD, BOS, EOS = 0, 2, 3
+
+
+def distinct_norms(model):
+    """``model`` with random layer-norm gains and biases, so that using the wrong norm shows."""
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.weight.copy_(1 + 0.5 * torch.randn(module.weight.shape, generator=g))
+                module.bias.copy_(0.5 * torch.randn(module.bias.shape, generator=g))
+    return model.eval()
+
+
+def reference_logits(model, prefixes: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """Next-token logits (R, V) of full prefixes (R, T) through the reference model."""
+    return model.decode(prefixes, model.encode(src), src)[:, -1]
+
+
+@pytest.mark.parametrize("pack", [True, False])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_greedy_steps_equal_the_reference(random_model, sources, seed, pack):
+    """Rows of a batch, some leaving on the way: the fast step equals the whole-prefix pass."""
+    model = distinct_norms(random_model(seed))
+    src = sources(seed, 5)
+    g = torch.Generator().manual_seed(seed)
+    with torch.inference_mode():
+        session = FastDecoder(model, pack_weights=pack).start(src)
+        prefixes = torch.full((5, 1), BOS)
+        for t in range(8):
+            got = session.step(prefixes[:, -1:])
+            torch.testing.assert_close(got, reference_logits(model, prefixes, src), atol=1e-4, rtol=1e-4)
+            prefixes = torch.cat([prefixes, torch.randint(4, 16, (prefixes.size(0), 1), generator=g)], dim=1)
+            if t in (2, 5):  # a row leaves
+                keep = torch.arange(1, prefixes.size(0))
+                prefixes, src = prefixes[keep], src[keep]
+                session.select(keep, keep=keep, beams=1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_beam_steps_equal_the_reference(random_model, sources, seed):
+    """Beam search's steps: one row per sentence first, then K beams per sentence chosen at
+    random from the sentence's previous beams, a sentence leaving now and then."""
+    model = distinct_norms(random_model(seed))
+    n, k = 4, 3
+    src = sources(seed, n)
+    g = torch.Generator().manual_seed(seed)
+    with torch.inference_mode():
+        session = FastDecoder(model).start(src)
+        prefixes = torch.full((n, 1), BOS)  # (N * K_old, T)
+        per = 1
+        for t in range(9):
+            got = session.step(prefixes[:, -1:])
+            rows_src = src.repeat_interleave(per, dim=0)
+            torch.testing.assert_close(got, reference_logits(model, prefixes, rows_src), atol=1e-4, rtol=1e-4)
+            sentences = torch.arange(src.size(0))
+            keep = None
+            if t in (3, 6):  # a sentence is done
+                keep = sentences[sentences != t % src.size(0)]
+                sentences, src = keep, src[keep]
+            index = (sentences[:, None] * per + torch.randint(0, per, (sentences.numel(), k), generator=g)).view(-1)
+            prefixes = torch.cat([prefixes[index], torch.randint(4, 16, (index.numel(), 1), generator=g)], dim=1)
+            session.select(index, keep=keep, beams=k)
+            per = k
+        assert all(isinstance(cache, SlotCache) for cache in session.self_caches)
+
+
+def test_the_modules_are_never_changed(random_model, sources):
+    model = random_model(0)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    decoder = FastDecoder(model)
+    greedy_decode(model, sources(0, 4), bos_id=BOS, eos_id=EOS, max_len=6, decoder=decoder)
+    assert all("forward" not in m.__dict__ for m in model.modules())
+    assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())
+
+
+def test_a_decoder_belongs_to_one_transformer(random_model, sources):
+    model, other = random_model(0), random_model(1)
+    for decode in (greedy_decode, beam_search):
+        with pytest.raises(ValueError, match="another model"):
+            decode(model, sources(0, 2), bos_id=BOS, eos_id=EOS, max_len=4, decoder=FastDecoder(other))
+    with pytest.raises(ValueError, match="Transformer"):
+        FastDecoder(nn.Linear(2, 2))  # type: ignore[arg-type]
+    assert decoder_for(nn.Linear(2, 2)) is None and isinstance(decoder_for(model), FastDecoder)
