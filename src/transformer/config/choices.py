@@ -11,6 +11,11 @@ POSITIONAL = ("sinusoidal", "learned")
 POOLING = ("mean", "cls")
 PRESETS = ("tiny", "small", "base", "big")
 
+# data and tokenizer
+TRANSLATION_CORPORA = ("multi30k", "numbers")  # translation corpora known by name
+CLASSIFIER_CORPORA = ("nsmc", "goemotions")  # classification corpora known by name
+TOKENIZER_TYPES = ("bpe", "unigram", "char", "word")  # SentencePiece model types
+
 # training
 PRECISIONS = ("fp32", "bf16", "fp16")
 ON_LONG = ("truncate", "filter")  # a sequence longer than max_len: cut it, or drop the example

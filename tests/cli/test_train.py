@@ -226,9 +226,9 @@ def test_resume_drops_snapshots_newer_than_the_checkpoint(number_files, tmp_path
 
 
 def test_recipe_preset_with_overrides(number_files, tmp_path, capsys):
-    from transformer.recipes import RECIPES
+    from transformer.config.presets import TRANSLATION_PRESETS
 
-    recipe = RECIPES["multi30k-cpu"]
+    recipe = TRANSLATION_PRESETS["multi30k-cpu"]
     run = tmp_path / "run"
     flags = [f for f in TINY if f not in ("--preset", "tiny")]
     assert main(["train", *data_flags(number_files), "--preset", "multi30k-cpu", *flags,
@@ -238,11 +238,11 @@ def test_recipe_preset_with_overrides(number_files, tmp_path, capsys):
     config = json.loads((run / "config.json").read_text())
     model, training = config["model"], config["training"]
     assert model["d_model"] == 16 and model["num_encoder_layers"] == 1  # flags win
-    assert model["dropout"] == recipe["model"]["dropout"]  # the rest is the recipe's
+    assert model["dropout"] == recipe.model_changes["dropout"]  # the rest is the recipe's
     assert model["tie_embeddings"] and model["share_embeddings"]
-    assert training["lr"] == recipe["training"]["lr"]
-    assert training["average_last"] == recipe["training"]["average_last"]
+    assert training["lr"] == recipe.run["lr"]
+    assert training["average_last"] == recipe.run["average_last"]
     assert training["vocab_size"] == 60 and training["minutes"] is None
     # the recipe's cool-down keeps its share of the updates: 1800 of 5600 -> 9 of 28
-    share = recipe["training"]["cooldown"] / recipe["stop"]["max_steps"]
+    share = recipe.run["cooldown"] / recipe.budget["max_steps"]
     assert training["cooldown"] == round(share * 28) == 9
