@@ -31,8 +31,8 @@ import torch
 
 from machine import cpu_name  # benchmarks/machine.py
 from transformer.atomic import atomic_write_text
-from transformer.data.classification_splits import resolve_splits
 from transformer.config import classifier_config
+from transformer.data.classification_splits import resolve_splits
 from transformer.training.train_classifier import train_classifier
 
 RESULTS = Path(__file__).resolve().parent / "results" / "classification.json"
