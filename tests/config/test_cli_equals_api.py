@@ -105,6 +105,7 @@ def test_old_spellings_parse_to_the_same_configuration():
                                                                            "--d-model", "64")
     assert (classify_config("--train", "t", "--heads", "2", "--d-model", "64")
             == classify_config("--train", "t", "--num-heads", "2", "--d-model", "64"))
+    assert train_config("--model-type", "unigram") == train_config("--tokenizer", "unigram")
     old, new = parse("memory", "--heads", "12"), parse("memory", "--num-heads", "12")
     assert vars(old) == vars(new)
 

@@ -8,6 +8,7 @@ import sys
 
 from transformer.cli.common import (
     RUN_FLAGS,
+    add_device_threads,
     add_flags,
     add_json,
     add_model_flags,
@@ -23,7 +24,8 @@ log = logging.getLogger("transformer")
 
 # flags of the classifier run only: flag, key, type, help, old spellings
 CLASSIFIER_FLAGS = (
-    ("--tokenizer", "tokenizer_type", str, "SentencePiece model type: bpe or unigram", ()),
+    ("--tokenizer", "tokenizer_type", str,
+     "SentencePiece model type: bpe, unigram, char or word (default: the preset's)", ()),
     ("--character-coverage", "character_coverage", float, "SentencePiece character coverage", ()),
     ("--pooling", "pooling", POOLING, "mean or cls", ()),
     ("--batch-tokens", "batch_tokens", int, "padded positions per batch", ()),
@@ -55,8 +57,8 @@ def _columns(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _run_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    add_device_threads(p, device_default="cpu", device_help="torch device (default cpu)",
+                       threads_help="torch CPU threads (default: all cores)")
     add_json(p)
 
 

@@ -115,6 +115,18 @@ def add_json(p: argparse.ArgumentParser, text: str = "print one JSON object") ->
     p.add_argument("--json", action="store_true", help=text)
 
 
+def add_device_threads(p: Any, *, device_default: str, device_help: str, threads_help: str) -> None:
+    p.add_argument("--device", default=device_default, help=device_help)
+    p.add_argument("--threads", type=int, help=threads_help)
+
+
+def add_training_run(p: Any, *, device_help: str, threads_help: str) -> None:
+    """--device (default auto), --threads, --progress and --json of the training verbs."""
+    add_device_threads(p, device_default="auto", device_help=device_help, threads_help=threads_help)
+    add_progress(p)
+    add_json(p, "print one JSON summary")
+
+
 def add_progress(p: Any) -> None:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: when stderr is a terminal)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from transformer.cli.common import device, set_threads
+from transformer.cli.common import add_device_threads, device, set_threads
 
 
 def add_decoding_flags(p: argparse.ArgumentParser) -> None:
@@ -25,8 +25,8 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="weights and activations while decoding: fp32 (default) or bf16, faster "
                    "on CPUs with bf16 matmuls (beam scores stay float32)")
-    g.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    g.add_argument("--threads", type=int, help="CPU threads for PyTorch")
+    add_device_threads(g, device_default="auto", device_help="auto (default), cpu, cuda or cuda:N",
+                       threads_help="CPU threads for PyTorch")
 
 
 def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> tuple[Any, Any]:

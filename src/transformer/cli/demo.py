@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from transformer.cli.common import (
-    add_json,
-    add_progress,
+    add_training_run,
     as_input_error,
     emit_json,
     overrides,
@@ -34,10 +33,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help=f"optimizer updates (default {run_settings['max_steps']})")
     p.add_argument("--seed", dest="set:seed", type=int, metavar="SEED",
                    help=f"random seed of data and training (default {run_settings['seed']})")
-    p.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
-    p.add_argument("--threads", type=int, help="CPU threads for PyTorch (default 1)")
-    add_progress(p)
-    add_json(p, "print one JSON summary")
+    add_training_run(p, device_help="auto (default), cpu or cuda",
+                     threads_help="CPU threads for PyTorch (default 1)")
     p.set_defaults(handler=run)
 
 

@@ -10,9 +10,8 @@ from transformer.cli.common import (
     MODEL_FLAGS,
     RUN_FLAGS,
     add_flags,
-    add_json,
     add_model_flags,
-    add_progress,
+    add_training_run,
     as_input_error,
     emit_json,
     flag_of,
@@ -29,7 +28,8 @@ from transformer.errors import InputError
 TRANSLATION_FLAGS = (
     ("--src", "src_lang", str, "source language of --data (default en)", ()),
     ("--tgt", "tgt_lang", str, "target language of --data (default de)", ()),
-    ("--model-type", "model_type", str, "tokenizer: bpe (default), unigram, char or word", ()),
+    ("--tokenizer", "model_type", str,
+     "SentencePiece model type: bpe (default), unigram, char or word", ("--model-type",)),
     ("--max-tokens", "max_tokens", int,
      "tokens per micro-batch and process, padding included (default: the preset's)", ()),
     ("--accumulate", "accumulate", int, "micro-batches per optimizer update (default 1)", ()),
@@ -90,10 +90,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/train)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue this run exactly")
     run.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
-    run.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    run.add_argument("--threads", type=int, help="CPU threads for PyTorch")
-    add_progress(run)
-    add_json(run, "print one JSON summary")
+    add_training_run(run, device_help="auto (default), cpu, cuda or cuda:N",
+                     threads_help="CPU threads for PyTorch")
     p.set_defaults(handler=run_train)
 
 

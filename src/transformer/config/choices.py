@@ -30,3 +30,9 @@ POS_WEIGHTS = ("none", "sqrt")
 # where things run
 DEVICES = ("cuda", "cpu")
 TASKS = ("translation", "classification")
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Raise ValueError naming ``name`` and the choices unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")

@@ -25,6 +25,7 @@ from transformer.config.choices import (
     TOKENIZER_TYPES,
     TRANSLATION_CORPORA,
     TRANSLATION_METRICS,
+    check_choice,
 )
 from transformer.config.model import ModelConfig
 
@@ -159,14 +160,11 @@ class TranslationTrainConfig(_RunConfig):
                 f"bad max_tokens={self.max_tokens}, vocab_size={self.vocab_size} or "
                 f"bleu_sample={self.bleu_sample}"
             )
-        if self.on_long not in ON_LONG:
-            raise ValueError(f"on_long must be one of {ON_LONG}, got {self.on_long!r}")
-        if self.model_type not in TOKENIZER_TYPES:
-            raise ValueError(f"model_type must be one of {TOKENIZER_TYPES}, got {self.model_type!r}")
+        check_choice("on_long", self.on_long, ON_LONG)
+        check_choice("model_type", self.model_type, TOKENIZER_TYPES)
         if self.average_last == 1 or self.average_last < 0:
             raise ValueError(f"average_last must be 0 (off) or at least 2, got {self.average_last}")
-        if self.metric not in TRANSLATION_METRICS:
-            raise ValueError(f"metric must be one of {TRANSLATION_METRICS}, got {self.metric!r}")
+        check_choice("metric", self.metric, TRANSLATION_METRICS)
         LRSchedule(kind=self.schedule, warmup=self.warmup, scale=self.lr_scale, peak_lr=self.lr,
                    cooldown=self.cooldown, total=self.max_steps)
         self.loop_config()  # validates the loop fields
@@ -248,17 +246,12 @@ class ClassifierTrainConfig(_RunConfig):
         if self.model.num_decoder_layers != 0:
             raise ValueError("a classifier has no decoder: model.num_decoder_layers must be 0, "
                              f"got {self.model.num_decoder_layers}")
-        if self.schedule not in CLASSIFIER_SCHEDULES:
-            raise ValueError(f"schedule must be one of {CLASSIFIER_SCHEDULES}, got {self.schedule!r}")
+        check_choice("schedule", self.schedule, CLASSIFIER_SCHEDULES)
         if self.schedule == "linear" and self.epochs is None and self.max_steps is None:
             raise ValueError("the linear schedule needs epochs or max_steps to plan its decay")
-        if self.pos_weight not in POS_WEIGHTS:
-            raise ValueError(f"pos_weight must be one of {POS_WEIGHTS}, got {self.pos_weight!r}")
-        if self.pooling not in POOLING:
-            raise ValueError(f"pooling must be one of {POOLING}, got {self.pooling!r}")
-        if self.tokenizer_type not in TOKENIZER_TYPES:
-            raise ValueError(f"tokenizer_type must be one of {TOKENIZER_TYPES}, "
-                             f"got {self.tokenizer_type!r}")
+        check_choice("pos_weight", self.pos_weight, POS_WEIGHTS)
+        check_choice("pooling", self.pooling, POOLING)
+        check_choice("tokenizer_type", self.tokenizer_type, TOKENIZER_TYPES)
         for name in ("vocab_size", "batch_tokens", "warmup"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
