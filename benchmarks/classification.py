@@ -31,8 +31,9 @@ import torch
 
 from machine import cpu_name  # benchmarks/machine.py
 from transformer.atomic import atomic_write_text
+from transformer.config import classifier_config
 from transformer.data.classification_splits import resolve_splits
-from transformer.training.train_classifier import ClassifierTrainConfig, train_classifier
+from transformer.training.train_classifier import train_classifier
 
 RESULTS = Path(__file__).resolve().parent / "results" / "classification.json"
 TARGETS = {"nsmc": ("test", "accuracy", 0.85), "goemotions": ("dev", "macro_f1", 0.35)}
@@ -41,7 +42,7 @@ TARGETS = {"nsmc": ("test", "accuracy", 0.85), "goemotions": ("dev", "macro_f1",
 def run(name: str, *, runs: Path, minutes: float | None) -> dict:
     split, metric, target = TARGETS[name]
     overrides = {} if minutes is None else {"minutes": minutes}
-    config = ClassifierTrainConfig.preset(f"{name}-cpu", **overrides)
+    config = classifier_config(f"{name}-cpu", overrides)
     started = time.monotonic()
     splits, recipe, info = resolve_splits(data=name)
     summary = train_classifier(splits, config=config, run_dir=runs / name, recipe=recipe,

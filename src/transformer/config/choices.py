@@ -11,6 +11,11 @@ POSITIONAL = ("sinusoidal", "learned")
 POOLING = ("mean", "cls")
 PRESETS = ("tiny", "small", "base", "big")
 
+# data and tokenizer
+TRANSLATION_CORPORA = ("multi30k", "numbers")  # translation corpora known by name
+CLASSIFIER_CORPORA = ("nsmc", "goemotions")  # classification corpora known by name
+TOKENIZER_TYPES = ("bpe", "unigram", "char", "word")  # SentencePiece model types
+
 # training
 PRECISIONS = ("fp32", "bf16", "fp16")
 ON_LONG = ("truncate", "filter")  # a sequence longer than max_len: cut it, or drop the example
@@ -25,3 +30,9 @@ POS_WEIGHTS = ("none", "sqrt")
 # where things run
 DEVICES = ("cuda", "cpu")
 TASKS = ("translation", "classification")
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Raise ValueError naming ``name`` and the choices unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")

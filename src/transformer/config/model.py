@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from transformer.config.choices import ACTIVATIONS, POSITIONAL
+from transformer.config.choices import ACTIVATIONS, POSITIONAL, check_choice
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,8 @@ class ModelConfig:
                 f"pad_id={self.pad_id} is outside the vocabularies "
                 f"(src {self.src_vocab_size}, tgt {self.tgt_vocab_size})"
             )
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
-        if self.positional not in POSITIONAL:
-            raise ValueError(f"positional must be one of {POSITIONAL}, got {self.positional!r}")
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("positional", self.positional, POSITIONAL)
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 "share_embeddings needs one vocabulary: "

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from transformer.atomic import atomic_write_bytes  # noqa: F401  (the CLI still imports it here)
 from transformer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"

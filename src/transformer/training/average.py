@@ -117,7 +117,7 @@ def average_snapshots(run_dir: Path | str, out_dir: Path | str, *, last: int) ->
     if len(snapshots) < last:
         raise InputError(
             f"{run_dir / SNAPSHOT_DIR}: {len(snapshots)} snapshot(s), fewer than --last {last} "
-            "(train with --keep-last N to keep the weights of the last N evaluations)"
+            "(train with --average-last N to keep the weights of the last N evaluations)"
         )
     chosen = snapshots[-last:]
     loaded = load_model_dir(run_dir)

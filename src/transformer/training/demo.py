@@ -4,11 +4,8 @@ English number words to German ones (``transformer.data.builtin_task``): train a
 Transformer, translate the test split greedily, report exact-match accuracy (and BLEU/chrF),
 show a few translations beside their references and draw the cross-attention of one example.
 
-The defaults were tuned for a 2-core CPU: a 4-layer d_model=64 model (about 250k parameters), a
-joint BPE vocabulary of 100 pieces (pieces like "fünf", "und", "zig", "hundert", "tausend", so
-unseen numbers are spelled from seen parts), batches of about 1,000 tokens, the inverse-square-root
-schedule peaking at 3e-3 after 200 updates, and 1,000 updates or 3.5 minutes, whichever comes
-first. Validation exact match picks the best model (BLEU is meaningless for one-word targets).
+Its configuration is the ``demo`` preset (``transformer.config.demo_config``; why those values:
+``transformer.config.presets.DEMO_PRESET``).
 """
 
 from __future__ import annotations
@@ -21,28 +18,13 @@ from typing import Any
 
 import torch
 
+from transformer.config.presets import demo_config
+from transformer.config.runs import TranslationTrainConfig
 from transformer.errors import InputError
 from transformer.model_dir import CONFIG_FILE, load_model_dir, read_config
-from transformer.training.translation import TranslationTrainConfig, train_translation
+from transformer.training.translation import train_translation
 
 log = logging.getLogger(__name__)
-
-DEMO_MODEL = dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=256,
-                  dropout=0.1, max_len=64)
-
-
-def demo_config(*, seed: int = 0, minutes: float | None = 3.5, max_steps: int | None = 1000,
-                **overrides: Any) -> TranslationTrainConfig:
-    """The demo's training configuration (see the module docstring for why these values)."""
-    settings: dict[str, Any] = dict(
-        data="numbers", preset="tiny", model=dict(DEMO_MODEL), vocab_size=100, joint=True,
-        model_type="bpe", byte_fallback=False, max_tokens=1024, schedule="inverse_sqrt", lr=3e-3,
-        warmup=200, label_smoothing=0.1, clip_norm=1.0, max_steps=max_steps, minutes=minutes,
-        eval_every=250, log_every=50, bleu_sample=500, metric="exact_match", seed=seed,
-    )
-    settings.update(overrides)
-    return TranslationTrainConfig(**settings)
-
 
 def prepare_run_dir(run_dir: Path) -> None:
     """Clear an earlier demo run in ``run_dir``; refuse to touch a directory holding anything else."""
@@ -82,15 +64,14 @@ def draw_example_attention(loaded: Any, text: str, path: Path) -> Path:
 
 def run_demo(
     *,
+    config: TranslationTrainConfig | None = None,
     run_dir: Path | str = "runs/demo",
-    seed: int = 0,
-    minutes: float | None = 3.5,
-    max_steps: int | None = 1000,
     device: str = "auto",
     progress: bool = False,
     num_examples: int = 8,
 ) -> dict[str, Any]:
-    """Train on the number task into ``run_dir``, evaluate on its test split, draw attention.
+    """Train ``config`` (default: ``demo_config()``) on the number task into ``run_dir``, evaluate
+    on its test split, draw attention.
 
     Returns a summary: training figures, test exact match / BLEU / chrF, ``num_examples``
     translations beside their references and the attention picture's path.
@@ -103,7 +84,8 @@ def run_demo(
     start = time.monotonic()
     run_dir = Path(run_dir)
     prepare_run_dir(run_dir)
-    cfg = demo_config(seed=seed, minutes=minutes, max_steps=max_steps)
+    cfg = config if config is not None else demo_config()
+    seed = cfg.seed
     splits = number_task_splits(seed)
     summary = train_translation(
         cfg, run_dir=run_dir, splits={"train": splits["train"], "valid": splits["valid"]},

@@ -2,7 +2,7 @@
 directory.
 
     splits = corpus_splits("nsmc")                       # or file_splits(train_path, valid=...)
-    cfg = ClassifierTrainConfig.preset("nsmc-cpu")
+    cfg = classifier_config("nsmc-cpu")                  # transformer.config
     summary = train_classifier(splits, config=cfg, run_dir="runs/nsmc", recipe=..., data_info=...)
 
 What it writes (the model directory of DESIGN.md): ``config.json`` with ``task:
@@ -14,12 +14,10 @@ the data came from; ``model.safetensors`` (best by validation), ``tokenizer/``, 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +25,7 @@ import numpy as np
 import torch
 
 from transformer.atomic import atomic_write_text
-from transformer.config import ModelConfig
-from transformer.config.choices import CLASSIFIER_SCHEDULES as SCHEDULES
-from transformer.config.choices import POS_WEIGHTS
+from transformer.config.runs import ClassifierTrainConfig
 from transformer.data.batching import collate_classification, encode_classification
 from transformer.data.classification import ClassificationData
 from transformer.data.classification_splits import SplitRecipe
@@ -49,116 +45,6 @@ log = logging.getLogger(__name__)
 RESULTS_FILE = "results.json"
 
 
-@dataclass(frozen=True)
-class ClassifierTrainConfig:
-    """Tokenizer, model and optimisation settings of a classifier run (data is chosen apart).
-
-    ``max_len`` is the model's positions (a CLS vector takes one); ``batch_tokens`` bounds the
-    padded positions of a batch. ``pos_weight="sqrt"`` weighs each label's positive BCE term by
-    sqrt(negatives / positives) (at most ``max_pos_weight``), which helps rare labels of a
-    multi-label task. The learning rate warms up linearly for ``warmup`` updates to ``lr``, then
-    decays as 1/sqrt(step) (``schedule="inverse_sqrt"``) or linearly to 0 at the last planned update
-    (``"linear"``: ``max_steps``, else ``epochs`` times the batches of an epoch; ``minutes`` may stop
-    the run before).
-    """
-
-    # tokenizer
-    vocab_size: int = 8000
-    tokenizer_type: str = "unigram"
-    character_coverage: float = 0.9995
-    tokenizer_sample: int | None = 300_000
-    # model
-    d_model: int = 256
-    num_heads: int = 4
-    num_layers: int = 2
-    d_ff: int = 1024
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    max_len: int = 128
-    pooling: str = "mean"
-    norm_first: bool = False
-    activation: str = "relu"
-    # optimisation
-    lr: float = 1e-3
-    warmup: int = 500
-    schedule: str = "inverse_sqrt"
-    weight_decay: float = 0.0
-    batch_tokens: int = 4096
-    max_sentences: int | None = None
-    epochs: int | None = 3
-    max_steps: int | None = None
-    minutes: float | None = None
-    eval_every: int = 500
-    patience: int | None = None
-    clip_norm: float | None = 1.0
-    label_smoothing: float = 0.0
-    pos_weight: str = "none"
-    max_pos_weight: float = 30.0
-    metric: str | None = None
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.schedule == "linear" and self.epochs is None and self.max_steps is None:
-            raise ValueError("the linear schedule needs epochs or max_steps to plan its decay")
-        if self.pos_weight not in POS_WEIGHTS:
-            raise ValueError(f"pos_weight must be one of {POS_WEIGHTS}, got {self.pos_weight!r}")
-        for name in ("vocab_size", "batch_tokens", "warmup"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        if self.max_len > self.batch_tokens:
-            raise ValueError(f"batch_tokens={self.batch_tokens} is below max_len={self.max_len}")
-        self.model_config(vocab_size=self.vocab_size)  # validates the shape
-
-    def replace(self, **changes: Any) -> ClassifierTrainConfig:
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def model_config(self, *, vocab_size: int) -> ModelConfig:
-        return ModelConfig(
-            src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=self.d_model,
-            num_heads=self.num_heads, num_encoder_layers=self.num_layers, num_decoder_layers=0,
-            d_ff=self.d_ff, dropout=self.dropout, attention_dropout=self.attention_dropout,
-            max_len=self.max_len, norm_first=self.norm_first, activation=self.activation,
-        )
-
-    @classmethod
-    def preset(cls, name: str, **overrides: Any) -> ClassifierTrainConfig:
-        """A preset of :data:`CLASSIFIER_PRESETS` with ``overrides`` applied."""
-        if name not in CLASSIFIER_PRESETS:
-            raise ValueError(f"unknown preset {name!r}; choose from {', '.join(CLASSIFIER_PRESETS)}")
-        return cls(**{**CLASSIFIER_PRESETS[name]["config"], **overrides})
-
-
-# name -> {"data": corpus the preset is for (or None), "config": ClassifierTrainConfig fields}
-CLASSIFIER_PRESETS: dict[str, dict[str, Any]] = {
-    # a few seconds on any data: for smoke tests
-    "tiny": {"data": None, "config": dict(
-        vocab_size=500, tokenizer_type="bpe", d_model=32, num_heads=2, num_layers=1, d_ff=64, max_len=64,
-        batch_tokens=1024, epochs=2, warmup=20, eval_every=100, tokenizer_sample=20_000)},
-    # Korean movie-review sentiment on a 2-core CPU in at most 30 minutes: 4 epochs with a linear
-    # decay (about 5 minutes an epoch on one busy core), cut at 27 minutes of training on a slower
-    # machine. A 16k BPE vocabulary beat 8k by 0.5 points in 2-epoch runs.
-    "nsmc-cpu": {"data": "nsmc", "config": dict(
-        vocab_size=16000, tokenizer_type="bpe", character_coverage=0.9995,
-        d_model=256, num_heads=4, num_layers=2, d_ff=1024, dropout=0.1, max_len=96,
-        lr=1.5e-3, warmup=200, schedule="linear", batch_tokens=4096, epochs=4, minutes=27.0,
-        eval_every=300)},
-    # 28-emotion multi-label Reddit comments on a 2-core CPU in at most 30 minutes: 4 epochs with a
-    # linear decay (under 2 minutes an epoch on one busy core; validation macro-F1 peaks near
-    # epoch 2.5), sqrt positive weights for the rare emotions, thresholds tuned per label.
-    "goemotions-cpu": {"data": "goemotions", "config": dict(
-        vocab_size=8000, tokenizer_type="bpe", character_coverage=1.0,
-        d_model=256, num_heads=4, num_layers=2, d_ff=1024, dropout=0.1, max_len=64,
-        lr=1e-3, warmup=300, schedule="linear", batch_tokens=2048, epochs=4, minutes=27.0,
-        eval_every=300, pos_weight="sqrt")},
-}
 
 
 def positive_weights(labels: list[list[int]], *, num_labels: int, cap: float) -> torch.Tensor:
@@ -211,7 +97,7 @@ def train_classifier(
         seed=config.seed,
     )
     tokenizer_s = time.monotonic() - t0
-    model_cfg = config.model_config(vocab_size=tokenizer.vocab_size)
+    model_cfg = config.model_config(src_vocab_size=tokenizer.vocab_size)
     model = TransformerClassifier(model_cfg, num_labels=num_labels, pooling=config.pooling,
                                   multi_label=multi_label)
     model.to(device)
@@ -257,7 +143,7 @@ def train_classifier(
             kind="linear", warmup=min(config.warmup, total), peak_lr=config.lr, total=total))
     else:
         scheduler = build_scheduler(optimizer, schedule=LRSchedule(
-            kind="inverse_sqrt", warmup=config.warmup, peak_lr=config.lr, d_model=config.d_model))
+            kind="inverse_sqrt", warmup=config.warmup, peak_lr=config.lr, d_model=model_cfg.d_model))
 
     info = {
         "task": "classification",
@@ -320,3 +206,42 @@ def train_classifier(
     }
     atomic_write_text(run_dir / RESULTS_FILE, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def train_classifier_run(
+    config: ClassifierTrainConfig,
+    *,
+    run_dir: str | Path,
+    overwrite: bool = False,
+    preset: str | None = None,
+    data: str | None = None,
+    train: str | None = None,
+    valid: str | None = None,
+    test: str | None = None,
+    columns: dict[str, Any] | None = None,
+    split_seed: int | None = None,
+    multi_label: bool | None = None,
+    device: str | torch.device = "cpu",
+    progress: bool = False,
+) -> dict[str, Any]:
+    """``transformer classify train``: refuse (or with ``overwrite`` clear) a model already in
+    ``run_dir``, read the splits (a corpus by name, or files; ``columns`` holds text_column,
+    label_column, format and label_separator) and :func:`train_classifier` on them."""
+    import shutil
+
+    from transformer.data.classification_splits import DEFAULT_SEED, resolve_splits
+
+    run_dir = Path(run_dir)
+    if (run_dir / "config.json").exists():
+        if not overwrite:
+            raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it")
+        for name in ("metrics.jsonl", RESULTS_FILE):
+            (run_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
+    splits, recipe, info = resolve_splits(
+        data=data, train=train, valid=valid, test=test, **(columns or {}),
+        seed=split_seed if split_seed is not None else DEFAULT_SEED,
+    )
+    return train_classifier(splits, config=config, run_dir=run_dir, multi_label=multi_label,
+                            recipe=recipe, data_info={**info, "preset": preset}, device=device,
+                            progress=progress)

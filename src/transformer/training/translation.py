@@ -1,7 +1,6 @@
 """Training a translation model end to end: data, tokenizers, model, the Trainer, the model directory.
 
-    cfg = TranslationTrainConfig(data="multi30k", src_lang="en", tgt_lang="de", preset="small",
-                                 minutes=30)
+    cfg = translation_config("small", {"data": "multi30k", "minutes": 30})
     summary = train_translation(cfg, run_dir="runs/m30k", progress=True)
     summary = resume_translation("runs/m30k", minutes=60)     # continue exactly where it stopped
 
@@ -13,25 +12,21 @@ trains on its shard of the batches and rank 0 alone writes.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from transformer.config import ModelConfig
-from transformer.config.choices import ON_LONG
-from transformer.config.choices import TRANSLATION_METRICS as METRICS
+from transformer.config.runs import STOP_FIELDS, TranslationTrainConfig
 from transformer.data.batch import Batch
 from transformer.data.batching import collate_pairs, encode_pairs
 from transformer.data.epochs import Epochs
 from transformer.data.parallel import ParallelCorpus
 from transformer.data.sampler import TokenBatchSampler
-from transformer.data.tokenizer import BOS_ID, EOS_ID, MODEL_TYPES, PAD_ID, Tokenizer
+from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from transformer.data.tokenizer_pair import train_tokenizers
 from transformer.errors import InputError
 from transformer.model import Transformer
@@ -46,120 +41,10 @@ from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint, seed_everything
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.trainer import TrainConfig, Trainer, TrainResult
+from transformer.training.trainer import Trainer, TrainResult
 from transformer.training.translation_task import TranslationTask
 
 log = logging.getLogger(__name__)
-
-BUILTIN_DATA = ("multi30k", "numbers")
-STOP_FIELDS = ("epochs", "max_steps", "minutes", "patience")
-
-
-@dataclass(frozen=True)
-class TranslationTrainConfig:
-    """Everything about a translation run except the model shape's overrides (``model``).
-
-    Data: a corpus by name (``data="multi30k"`` with ``src_lang``/``tgt_lang``, or ``"numbers"``,
-    the built-in task) or explicit parallel files (``train_src``/``train_tgt``, optional
-    ``valid_src``/``valid_tgt``). The model is ``ModelConfig.preset(preset, **model)`` with the
-    tokenizers' vocabulary sizes.
-    """
-
-    # data
-    data: str | None = "multi30k"
-    src_lang: str = "en"
-    tgt_lang: str = "de"
-    train_src: str | None = None
-    train_tgt: str | None = None
-    valid_src: str | None = None
-    valid_tgt: str | None = None
-    on_long: str = "truncate"
-    # tokenizer
-    vocab_size: int = 8000
-    joint: bool = True
-    model_type: str = "bpe"
-    byte_fallback: bool = True
-    # model
-    preset: str = "small"
-    model: dict[str, Any] = field(default_factory=dict)
-    # batches and optimisation
-    max_tokens: int = 4096  # per micro-batch and rank, padding included
-    accumulate: int = 1
-    schedule: str = "noam"
-    warmup: int = 4000
-    lr_scale: float = 1.0  # noam: multiplies equation (3)
-    lr: float = 1e-3  # inverse_sqrt: the peak learning rate
-    cooldown: int = 0  # linear cool-down over the last N updates before max_steps (0: none)
-    adam_betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-9
-    weight_decay: float = 0.0
-    label_smoothing: float = 0.1
-    clip_norm: float | None = 1.0
-    precision: str = "fp32"
-    # the loop
-    epochs: int | None = None
-    max_steps: int | None = None
-    minutes: float | None = None
-    eval_every: int = 500
-    log_every: int = 50
-    patience: int | None = None
-    average_last: int = 0  # keep the weights of the last N evaluations; at the end try their mean
-    bleu_sample: int = 500  # validation sentences translated for BLEU (0: no BLEU)
-    metric: str = "bleu"  # selects the best model: bleu, chrf or exact_match
-    decode_max_len_a: float = 1.5
-    decode_max_len_b: int = 10
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.data is None and not (self.train_src and self.train_tgt):
-            raise ValueError("give a corpus name (data) or train_src and train_tgt files")
-        if self.data is not None and self.data not in BUILTIN_DATA:
-            raise ValueError(f"unknown corpus {self.data!r}; known: {', '.join(BUILTIN_DATA)}")
-        if bool(self.valid_src) != bool(self.valid_tgt):
-            raise ValueError("give both valid_src and valid_tgt, or neither")
-        if self.max_tokens < 2 or self.vocab_size < 8 or self.bleu_sample < 0:
-            raise ValueError(
-                f"bad max_tokens={self.max_tokens}, vocab_size={self.vocab_size} or "
-                f"bleu_sample={self.bleu_sample}"
-            )
-        if self.on_long not in ON_LONG:
-            raise ValueError(f"on_long must be one of {ON_LONG}, got {self.on_long!r}")
-        if self.model_type not in MODEL_TYPES:
-            raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {self.model_type!r}")
-        if self.average_last == 1 or self.average_last < 0:
-            raise ValueError(f"average_last must be 0 (off) or at least 2, got {self.average_last}")
-        if self.metric not in METRICS:
-            raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
-        LRSchedule(kind=self.schedule, warmup=self.warmup, scale=self.lr_scale, peak_lr=self.lr,
-                   cooldown=self.cooldown, total=self.max_steps)
-        self.loop_config()  # validates the loop fields
-
-    def loop_config(self) -> TrainConfig:
-        return TrainConfig(
-            epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
-            accumulate=self.accumulate, clip_norm=self.clip_norm, precision=self.precision,
-            eval_every=self.eval_every, log_every=self.log_every, patience=self.patience,
-            keep_last=self.average_last, seed=self.seed,
-        )
-
-    def replace(self, **changes: Any) -> TranslationTrainConfig:
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["adam_betas"] = list(self.adam_betas)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TranslationTrainConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"unknown training fields: {', '.join(unknown)}")
-        data = dict(data)
-        if "adam_betas" in data:
-            data["adam_betas"] = tuple(data["adam_betas"])
-        return cls(**data)
 
 
 def load_splits(cfg: TranslationTrainConfig) -> dict[str, ParallelCorpus]:
@@ -200,9 +85,10 @@ def _broadcast_tokenizers(pair: tuple[Tokenizer, Tokenizer] | None) -> tuple[Tok
 
 
 def build_translation_model(cfg: TranslationTrainConfig, src_tok: Tokenizer, tgt_tok: Tokenizer) -> Transformer:
+    """The model of ``cfg`` with the tokenizers' real vocabulary sizes."""
     try:
-        model_cfg = ModelConfig.preset(cfg.preset, src_vocab_size=src_tok.vocab_size,
-                                       tgt_vocab_size=tgt_tok.vocab_size, **cfg.model)
+        model_cfg = cfg.model_config(src_vocab_size=src_tok.vocab_size,
+                                     tgt_vocab_size=tgt_tok.vocab_size)
     except (TypeError, ValueError) as err:
         raise InputError(f"bad model configuration: {err}") from None
     return Transformer(model_cfg)
@@ -389,3 +275,20 @@ def resume_translation(run_dir: Path | str, *, device: str = "auto", progress: b
     except (TypeError, ValueError) as err:
         raise InputError(f"{run_dir / CONFIG_FILE}: bad training configuration: {err}") from None
     return train_translation(cfg, run_dir=run_dir, device=device, progress=progress, resume=True)
+
+
+def start_translation(cfg: TranslationTrainConfig, *, run_dir: Path | str, overwrite: bool = False,
+                      device: str = "auto", progress: bool = False) -> dict[str, Any]:
+    """``transformer train``: refuse (or with ``overwrite`` clear) a model already in ``run_dir``,
+    then :func:`train_translation`."""
+    import shutil
+
+    run_dir = Path(run_dir)
+    if (run_dir / CONFIG_FILE).exists() and not overwrite:
+        raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it or "
+                         f"--resume {run_dir} to continue it")
+    if overwrite:
+        for name in ("checkpoint", "snapshots", "metrics.jsonl"):
+            path = run_dir / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    return train_translation(cfg, run_dir=run_dir, device=device, progress=progress)

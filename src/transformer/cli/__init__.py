@@ -1,0 +1,74 @@
+"""The ``transformer`` command line: the only package that parses arguments.
+
+One module per verb, each with ``add(subparsers)`` (its flags; configuration flags are declared
+once in ``cli.common``) and ``run(args) -> int`` (parse, call one library function, print). Verbs
+import their area lazily so ``transformer --help`` stays fast.
+
+Exit status: 0 success, 2 bad usage or bad input (one line on stderr naming the file, line or
+value), 1 internal failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from transformer.cli import (
+    attention,
+    average,
+    classify,
+    demo,
+    evaluate,
+    memory,
+    plot,
+    train,
+    translate,
+    version,
+)
+from transformer.cli.common import emit_json
+from transformer.errors import InputError
+
+VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average)
+
+__all__ = ["build_parser", "emit_json", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every verb; a parsed verb carries its ``handler``."""
+    parser = argparse.ArgumentParser(
+        prog="transformer",
+        description='The Transformer of "Attention Is All You Need": train, translate, evaluate, '
+        "classify and look inside.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb in VERBS:
+        verb.add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default: sys.argv); returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    if not hasattr(args, "handler"):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except InputError as err:
+        print(f"transformer: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("transformer: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

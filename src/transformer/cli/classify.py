@@ -1,0 +1,226 @@
+"""``transformer classify train/predict/evaluate``: encoder-only text classification."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from transformer.cli.common import (
+    RUN_FLAGS,
+    add_device_threads,
+    add_flags,
+    add_json,
+    add_model_flags,
+    as_input_error,
+    emit_json,
+    overrides,
+    set_threads,
+)
+from transformer.config.choices import CLASSIFIER_CORPORA, POOLING
+from transformer.errors import InputError
+
+log = logging.getLogger("transformer")
+
+# flags of the classifier run only: flag, key, type, help, old spellings
+CLASSIFIER_FLAGS = (
+    ("--tokenizer", "tokenizer_type", str,
+     "SentencePiece model type: bpe, unigram, char or word (default: the preset's)", ()),
+    ("--character-coverage", "character_coverage", float, "SentencePiece character coverage", ()),
+    ("--pooling", "pooling", POOLING, "mean or cls", ()),
+    ("--batch-tokens", "batch_tokens", int, "padded positions per batch", ()),
+    ("--pos-weight", "pos_weight", str, "multi-label positive weights: none or sqrt", ()),
+)
+
+
+def _column(value: str) -> str | int:
+    """A column given by header name, or by 0-based index when it is all digits."""
+    return int(value) if value.isdigit() else value
+
+
+def _file_columns(q: argparse._ArgumentGroup, *, default: bool) -> None:
+    same = " (default: as in training)"
+    q.add_argument("--text-column", type=_column, default="text" if default else None,
+                   help="text column: header name, or 0-based index" + (" (default text)" if default
+                                                                       else same))
+    q.add_argument("--label-column", type=_column, default="label" if default else None,
+                   help="label column: name or index" + (" (default label)" if default else same))
+    q.add_argument("--format", choices=("tsv", "csv", "jsonl"),
+                   help="file format (default: from the name)")
+    q.add_argument("--label-separator", default="," if default else None,
+                   help="between several labels in one cell (default ,)")
+
+
+def _columns(args: argparse.Namespace) -> dict[str, object]:
+    return {"text_column": args.text_column, "label_column": args.label_column,
+            "format": args.format, "label_separator": args.label_separator}
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    add_device_threads(p, device_default="cpu", device_help="torch device (default cpu)",
+                       threads_help="torch CPU threads (default: all cores)")
+    add_json(p)
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "classify",
+        help="encoder-only text classification: train, predict, evaluate",
+        description="Text classification with the Transformer encoder (mean or CLS pooling and a "
+        "linear head): single-label (softmax cross-entropy) or multi-label (one sigmoid per label, "
+        "BCEWithLogits, per-label thresholds tuned on the validation split and stored with the "
+        "model). Corpora by name: nsmc (Korean movie-review sentiment), goemotions (28 emotions, "
+        "multi-label); or any TSV/CSV/JSONL file.",
+    )
+    verbs = p.add_subparsers(dest="classify_verb", metavar="SUBVERB")
+
+    def usage(args: argparse.Namespace) -> int:
+        p.print_help(sys.stderr)
+        return 2
+
+    p.set_defaults(handler=usage)
+
+    t = verbs.add_parser(
+        "train", help="train a classifier",
+        description="Train a classifier and write its model directory (config.json with labels "
+        "and thresholds, model.safetensors, tokenizer/, metrics.jsonl, results.json). --data nsmc "
+        "holds out a validation and a test split of the training file; --data goemotions holds out "
+        "a validation split of train (for model selection and thresholds) and reports dev. Presets: "
+        "tiny, nsmc-cpu, goemotions-cpu (each 30 minutes on a 2-core CPU); flags override them.",
+    )
+    src = t.add_argument_group("data")
+    src.add_argument("--data", type=str.lower, choices=CLASSIFIER_CORPORA, help="a corpus by name")
+    src.add_argument("--train", metavar="FILE", help="training file (TSV, CSV or JSONL; .gz allowed)")
+    src.add_argument("--valid", metavar="FILE",
+                     help="validation file (default: hold out 10%% of --train)")
+    src.add_argument("--test", metavar="FILE", help="test file, reported at the end")
+    _file_columns(src, default=True)
+    kind = src.add_mutually_exclusive_group()
+    kind.add_argument("--multi-label", dest="multi_label", action="store_true", default=None,
+                      help="several labels per text (default: detected from the training file)")
+    kind.add_argument("--single-label", dest="multi_label", action="store_false")
+    src.add_argument("--split-seed", type=int, help="seed of the held-out splits (default 1234)")
+    t.add_argument("--out", required=True, metavar="RUN_DIR", help="model directory to write")
+    t.add_argument("--overwrite", action="store_true", help="replace a model already in RUN_DIR")
+    t.add_argument("--preset", metavar="NAME", help="tiny, nsmc-cpu or goemotions-cpu (default: "
+                   "DATA-cpu for --data, else the built-in defaults)")
+    hyper = t.add_argument_group("model and training (override the preset)")
+    add_model_flags(hyper, decoder=False)
+    add_flags(hyper, (*RUN_FLAGS, *CLASSIFIER_FLAGS))
+    t.add_argument("--progress", action="store_true", help="show a progress bar")
+    _run_flags(t)
+    t.set_defaults(handler=run_train)
+
+    q = verbs.add_parser(
+        "predict", help="predict labels with probabilities",
+        description="Print the predicted labels of each text with their probabilities, one line "
+        "per text: texts on the command line, in --file (one a line) or on stdin. Long texts are "
+        "truncated to the model's limit and empty texts are predicted too; both are counted.",
+    )
+    q.add_argument("text", nargs="*", help="texts to classify (default: --file or stdin)")
+    q.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    q.add_argument("--file", metavar="FILE", help="texts, one a line (plain or .gz)")
+    _run_flags(q)
+    q.set_defaults(handler=run_predict)
+
+    e = verbs.add_parser(
+        "evaluate", help="accuracy, micro/macro F1 and a per-label table",
+        description="Score a classifier on a labelled file (--file) or a corpus split (--data NAME "
+        "--split SPLIT; the held-out splits are redrawn exactly as in training): accuracy (exact "
+        "match for multi-label), micro and macro F1 and per-label precision, recall and F1.",
+    )
+    e.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    e.add_argument("--file", metavar="FILE", help="labelled file (TSV, CSV or JSONL)")
+    e.add_argument("--data", type=str.lower, choices=CLASSIFIER_CORPORA, help="a corpus by name")
+    e.add_argument("--split", default="test",
+                   help="corpus split: train, valid, test (default), or dev for goemotions")
+    _file_columns(e.add_argument_group("file columns"), default=False)
+    _run_flags(e)
+    e.set_defaults(handler=run_evaluate)
+
+
+def config_of(args: argparse.Namespace) -> tuple[object, str | None, str | None]:
+    """``(ClassifierTrainConfig, preset, data)`` of ``classify train``'s arguments."""
+    from transformer.config.presets import classifier_config, classifier_preset_for
+
+    def build() -> tuple[object, str | None, str | None]:
+        preset, data = classifier_preset_for(preset=args.preset, data=args.data, train=args.train)
+        return classifier_config(preset, overrides(args)), preset, data
+
+    return as_input_error(build)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from transformer.training.train_classifier import train_classifier_run
+
+    set_threads(args.threads)
+    config, preset, data = config_of(args)
+    summary = train_classifier_run(
+        config, run_dir=args.out, overwrite=args.overwrite, preset=preset, data=data,
+        train=args.train, valid=args.valid, test=args.test, columns=_columns(args),
+        split_seed=args.split_seed, multi_label=args.multi_label, device=args.device,
+        progress=args.progress)
+    if args.json:
+        emit_json(summary)
+        return 0
+    print(f"model written to {summary['run_dir']} ({summary['parameters']:,} parameters, "
+          f"{summary['steps']} updates, {summary['epochs']} epochs, {summary['train_s']:.0f}s "
+          "training)")
+    for name, figures in summary["splits"].items():
+        print(f"{name:>6}: accuracy {figures['accuracy']:.4f}  micro-F1 {figures['micro_f1']:.4f}  "
+              f"macro-F1 {figures['macro_f1']:.4f}  ({figures['num_examples']} texts)")
+    return 0
+
+
+def _read_texts(args: argparse.Namespace) -> list[str]:
+    """Texts from the command line, a file (one a line) or stdin."""
+    if args.text:
+        if args.file is not None:
+            raise InputError("give texts on the command line or --file, not both")
+        return list(args.text)
+    if args.file is not None:
+        from transformer.data.text_files import iter_file_lines
+
+        return [text for _, text in iter_file_lines(args.file)]
+    lines = sys.stdin.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    set_threads(args.threads)
+    from transformer.decoding.classifier import Classifier
+
+    classifier = Classifier.load(args.model, device=args.device)
+    texts = _read_texts(args)
+    out = classifier.predict(texts)
+    if out.num_truncated or out.num_empty:
+        log.warning("%d of %d texts truncated to %d tokens, %d empty", out.num_truncated, len(texts),
+                    classifier.max_tokens, out.num_empty)
+    if args.json:
+        emit_json({"model": str(args.model), "multi_label": classifier.multi_label,
+                   "labels": list(classifier.label_names), "max_tokens": classifier.max_tokens,
+                   "num_texts": len(texts), "num_truncated": out.num_truncated,
+                   "num_empty": out.num_empty, "predictions": out.to_rows(texts)})
+        return 0
+    for i in range(len(texts)):
+        chosen = out.labels(i)
+        print(", ".join(f"{name} {p:.3f}" for name, p in chosen) if chosen else "(none)")
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    set_threads(args.threads)
+    from transformer.decoding.classifier import Classifier
+    from transformer.evaluation.classifier import evaluation_data
+
+    classifier = Classifier.load(args.model, device=args.device)
+    data = evaluation_data(classifier, data=args.data, split=args.split, file=args.file,
+                           **_columns(args))
+    result = classifier.evaluate(data)
+    if args.json:
+        emit_json({"model": str(args.model), **result.to_dict()})
+    else:
+        print(result.format())
+    return 0

@@ -1,0 +1,165 @@
+"""What the verbs share: printing JSON, devices and threads, and every configuration flag,
+declared once.
+
+A configuration flag stores its value under ``set:KEY`` where KEY is the key of
+``transformer.config.apply_overrides`` (``model.d_model``, ``lr``); :func:`overrides` collects the
+flags that were given. Defaults live in the configuration: a flag left out is no override.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from transformer.config.choices import ACTIVATIONS, POSITIONAL
+from transformer.errors import InputError
+
+KEY = "set:"
+
+# flag, key, type (or an argparse action), help, old spellings kept as aliases for one release
+Flag = tuple[str, str, Any, str, tuple[str, ...]]
+_PRESET = "(default: the preset's)"
+
+MODEL_FLAGS: tuple[Flag, ...] = (
+    ("--d-model", "model.d_model", int, f"model width, d_model {_PRESET}", ()),
+    ("--num-heads", "model.num_heads", int, f"attention heads, h {_PRESET}", ("--heads",)),
+    ("--layers", "model.layers", int, "layers of every stack the model has: encoder and decoder "
+     "(a classifier: its encoder); --encoder-layers/--decoder-layers win", ()),
+    ("--encoder-layers", "model.num_encoder_layers", int, f"encoder layers, N {_PRESET}", ()),
+    ("--decoder-layers", "model.num_decoder_layers", int, f"decoder layers, N {_PRESET}", ()),
+    ("--d-ff", "model.d_ff", int, f"feed-forward inner width, d_ff {_PRESET}", ()),
+    ("--dropout", "model.dropout", float, f"dropout on sub-layer outputs and embeddings {_PRESET}",
+     ()),
+    ("--attention-dropout", "model.attention_dropout", float,
+     "dropout on attention weights (paper: 0)", ()),
+    ("--activation-dropout", "model.activation_dropout", float,
+     "dropout inside the feed-forward network (paper: 0)", ()),
+    ("--max-len", "model.max_len", int, f"model positions: longest sequence in tokens {_PRESET}",
+     ()),
+    ("--activation", "model.activation", ACTIVATIONS, "relu (paper) or gelu", ()),
+    ("--positional", "model.positional", POSITIONAL, "sinusoidal (paper) or learned", ()),
+    ("--norm-first", "model.norm_first", "store_true", "pre-LN instead of the paper's post-LN", ()),
+    ("--share-embeddings", "model.share_embeddings", "store_true",
+     "one embedding table for both languages (needs a joint vocabulary)", ()),
+    ("--tie-embeddings", "model.tie_embeddings", "store_true",
+     "output projection = target embedding (section 3.4)", ()),
+)
+DECODER_ONLY_FLAGS = ("--decoder-layers", "--share-embeddings", "--tie-embeddings")
+
+# flags of both training verbs (train and classify train)
+RUN_FLAGS: tuple[Flag, ...] = (
+    ("--vocab-size", "vocab_size", int, f"SentencePiece vocabulary size {_PRESET}", ()),
+    ("--lr", "lr", float, f"the peak learning rate (noam: unused, see --lr-scale) {_PRESET}", ()),
+    ("--warmup", "warmup", int, f"warmup updates {_PRESET}", ()),
+    ("--schedule", "schedule", str, "learning-rate schedule: noam, inverse_sqrt or constant "
+     "(train), inverse_sqrt or linear (classify) " + _PRESET, ()),
+    ("--weight-decay", "weight_decay", float, "decoupled weight decay, AdamW (default 0: Adam)", ()),
+    ("--label-smoothing", "label_smoothing", float, f"epsilon_ls {_PRESET}", ()),
+    ("--clip-norm", "clip_norm", float, "gradient-norm clipping, 0 turns it off (default 1)", ()),
+    ("--eval-every", "eval_every", int, f"updates between validations {_PRESET}", ()),
+    ("--epochs", "epochs", int, "stop after this many epochs", ()),
+    ("--max-steps", "max_steps", int, "stop after this many optimizer updates", ()),
+    ("--minutes", "minutes", float, "stop after this much wall-clock time", ()),
+    ("--patience", "patience", int, "stop after this many validations without improvement", ()),
+    ("--seed", "seed", int, "random seed of data and training (default 0)", ()),
+)
+
+
+def add_flags(group: Any, flags: Iterable[Flag], *, skip: Iterable[str] = ()) -> None:
+    """Declare configuration ``flags`` on ``group``; each stores under ``set:KEY`` (default None)."""
+    left_out = set(skip)
+    for flag, key, kind, text, aliases in flags:
+        if flag in left_out:
+            continue
+        names = (flag, *aliases)
+        metavar = flag.lstrip("-").replace("-", "_").upper()
+        if kind == "store_true":
+            group.add_argument(*names, dest=KEY + key, action="store_true", default=None, help=text)
+        elif isinstance(kind, tuple):
+            group.add_argument(*names, dest=KEY + key, choices=kind, default=None, help=text)
+        else:
+            group.add_argument(*names, dest=KEY + key, type=kind, default=None, metavar=metavar,
+                               help=text)
+
+
+def add_model_flags(group: Any, *, decoder: bool = True) -> None:
+    """The model's shape flags (without the decoder's for an encoder-only verb)."""
+    add_flags(group, MODEL_FLAGS, skip=() if decoder else DECODER_ONLY_FLAGS)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration flags that were given, as ``apply_overrides`` keys."""
+    return {name[len(KEY):]: value for name, value in vars(args).items()
+            if name.startswith(KEY) and value is not None}
+
+
+def flag_of(key: str, *tables: Iterable[Flag]) -> str:
+    """The flag that sets ``key`` (for error messages)."""
+    for table in tables or (MODEL_FLAGS, RUN_FLAGS):
+        for flag, known, *_ in table:
+            if known == key:
+                return flag
+    return "--" + key.rpartition(".")[2].replace("_", "-")
+
+
+def emit_json(obj: Any) -> None:
+    """Print one JSON object on stdout (every verb's ``--json``)."""
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def add_json(p: argparse.ArgumentParser, text: str = "print one JSON object") -> None:
+    p.add_argument("--json", action="store_true", help=text)
+
+
+def add_device_threads(p: Any, *, device_default: str, device_help: str, threads_help: str) -> None:
+    p.add_argument("--device", default=device_default, help=device_help)
+    p.add_argument("--threads", type=int, help=threads_help)
+
+
+def add_training_run(p: Any, *, device_help: str, threads_help: str) -> None:
+    """--device (default auto), --threads, --progress and --json of the training verbs."""
+    add_device_threads(p, device_default="auto", device_help=device_help, threads_help=threads_help)
+    add_progress(p)
+    add_json(p, "print one JSON summary")
+
+
+def add_progress(p: Any) -> None:
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar (default: when stderr is a terminal)")
+
+
+def progress(args: argparse.Namespace) -> bool:
+    return args.progress if args.progress is not None else sys.stderr.isatty()
+
+
+def device(name: str) -> Any:
+    """``--device`` as a torch.device (``auto``: CUDA when available); bad names are bad input."""
+    from transformer.training.distributed import resolve_device
+
+    try:
+        return resolve_device(name)
+    except ValueError as err:
+        raise InputError(f"--device {name!r}: {err}") from None
+
+
+def set_threads(threads: int | None) -> None:
+    if threads is not None:
+        if threads < 1:
+            raise InputError(f"--threads must be at least 1, got {threads}")
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def as_input_error(call: Callable[[], Any]) -> Any:
+    """``call()``, with a ValueError (a bad value or combination) turned into bad input."""
+    try:
+        return call()
+    except ValueError as err:
+        if isinstance(err, InputError):
+            raise
+        raise InputError(str(err).splitlines()[0]) from None

@@ -1,0 +1,40 @@
+"""The decoding flags of ``translate`` and ``evaluate``, declared once, and the translator they
+describe."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from transformer.cli.common import add_device_threads, device, set_threads
+
+
+def add_decoding_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("decoding")
+    g.add_argument("--beam", type=int, default=4,
+                   help="beam size; 1 is greedy decoding (default 4, as the paper)")
+    g.add_argument("--length-penalty", type=float, default=0.6,
+                   help="GNMT length penalty alpha of beam search (default 0.6, as the paper)")
+    g.add_argument("--max-len-a", type=float,
+                   help="a translation has at most a * source tokens + b tokens "
+                   "(default: the run's training setting, else 1.5)")
+    g.add_argument("--max-len-b", type=int, help="see --max-len-a (default: the run's, else 10)")
+    g.add_argument("--max-len", type=int, help="absolute cap in tokens (default: model positions)")
+    g.add_argument("--batch-size", type=int, default=64,
+                   help="sentences decoded at once (default 64)")
+    g.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="weights and activations while decoding: fp32 (default) or bf16, faster "
+                   "on CPUs with bf16 matmuls (beam scores stay float32)")
+    add_device_threads(g, device_default="auto", device_help="auto (default), cpu, cuda or cuda:N",
+                       threads_help="CPU threads for PyTorch")
+
+
+def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> tuple[Any, Any]:
+    """``--model`` and the decoding flags -> (Translator, LoadedModel)."""
+    from transformer.evaluation.translation import load_translator
+
+    set_threads(args.threads)
+    return load_translator(
+        args.model, beam_size=args.beam, length_penalty=args.length_penalty, nbest=nbest,
+        max_len_a=args.max_len_a, max_len_b=args.max_len_b, max_len=args.max_len,
+        batch_size=args.batch_size, precision=args.precision, device=device(args.device))

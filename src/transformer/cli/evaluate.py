@@ -1,0 +1,54 @@
+"""``transformer evaluate``: score a model on a test set with sacreBLEU (BLEU, chrF)."""
+
+from __future__ import annotations
+
+import argparse
+
+from transformer.cli.common import add_json, emit_json
+from transformer.cli.decoding import add_decoding_flags, translator_of
+from transformer.config.choices import TRANSLATION_CORPORA
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="score a model on a test split with sacreBLEU (BLEU, chrF)",
+        description="Translate a test set and score it with sacreBLEU on detokenized text: BLEU and "
+        "chrF with their signatures, plus BLEU on lowercased 13a-tokenized text. The test set is a "
+        "split of a known corpus (--data multi30k --split test_2016_flickr, languages from the run) "
+        "or any pair of files --src-file/--ref-file.",
+    )
+    p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    p.add_argument("--data", choices=TRANSLATION_CORPORA,
+                   help="a corpus by name (default: the one the run trained on)")
+    p.add_argument("--split", help="split of --data (default test_2016_flickr; numbers: test)")
+    p.add_argument("--src", help="source language (default: the run's)")
+    p.add_argument("--tgt", help="target language (default: the run's)")
+    p.add_argument("--src-file", metavar="FILE", help="source sentences, one a line (.gz ok)")
+    p.add_argument("--ref-file", metavar="FILE", help="reference translations, line-aligned")
+    p.add_argument("--hyp-out", metavar="FILE", help="write the translations to FILE")
+    add_json(p)
+    add_decoding_flags(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from transformer.errors import InputError
+    from transformer.evaluation.translation import evaluate_translation
+
+    if (args.src_file is None) != (args.ref_file is None):
+        raise InputError("give both --src-file and --ref-file, or neither")
+    translator, loaded = translator_of(args)
+    result = evaluate_translation(translator, loaded, hyp_out=args.hyp_out, data=args.data,
+                                  split=args.split, src=args.src, tgt=args.tgt,
+                                  src_file=args.src_file, ref_file=args.ref_file)
+    opt = translator.options
+    if args.json:
+        emit_json({"model": str(args.model), "data": result.name, **result.scores.to_dict(),
+                   "beam": opt.beam_size, "length_penalty": opt.length_penalty,
+                   "max_len_a": opt.max_len_a, "max_len_b": opt.max_len_b,
+                   "hyp_out": args.hyp_out})
+    else:
+        print(f"{result.name}: {result.scores.sentences} sentences, beam {opt.beam_size}")
+        print(result.scores.summary())
+    return 0

@@ -1,0 +1,108 @@
+"""``transformer memory``: the training memory of a configuration, estimated (and measured)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from transformer.cli.common import add_json, add_model_flags, emit_json, overrides
+from transformer.config.choices import POOLING, PRECISIONS, PRESETS
+from transformer.errors import InputError
+
+log = logging.getLogger("transformer")
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "memory",
+        help="estimate the training memory of a configuration (and measure it with --measure)",
+        description="Estimate the peak memory of one training step (Adam): parameters, gradients, "
+        "optimizer state, activations and the loss, line by line. --decoder-only applies the seed "
+        "tutorial's GPT-2 formula instead (e.g. --decoder-only --decoder-layers 12 --num-heads 12 "
+        "--d-model 768 --vocab-size 50257 --batch-size 8 --tgt-len 1024: 26.68 GB).",
+    )
+    model = p.add_argument_group("model (a preset, then any field overridden)")
+    model.add_argument("--preset", choices=PRESETS, default="base", help="model shape (default base)")
+    add_model_flags(model)
+    model.add_argument("--vocab-size", type=int, default=8000,
+                       help="source and target vocabulary (default 8000)")
+    model.add_argument("--src-vocab", type=int, help="source vocabulary (default --vocab-size)")
+    model.add_argument("--tgt-vocab", type=int, help="target vocabulary (default --vocab-size)")
+    model.add_argument("--encoder-only", action="store_true", help="a classifier")
+    model.add_argument("--num-labels", type=int, default=2, help="classifier labels (default 2)")
+    model.add_argument("--pooling", choices=POOLING, default="mean")
+    model.add_argument("--decoder-only", action="store_true",
+                       help="the seed's GPT-2 formula (d_ff defaults to 4 x d_model)")
+    batch = p.add_argument_group("batch and training")
+    batch.add_argument("--batch-size", type=int, default=32, help="rows (default 32)")
+    batch.add_argument("--max-tokens", type=int,
+                       help="instead of --batch-size: rows that fill this many padded tokens")
+    batch.add_argument("--src-len", type=int, default=64, help="source tokens (default 64)")
+    batch.add_argument("--tgt-len", type=int, help="target tokens with BOS (default --src-len)")
+    batch.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                       help="bf16: autocast; fp16: autocast with a grad scaler (default fp32)")
+    batch.add_argument("--device", choices=("cuda", "cpu"),
+                       help="what the estimate is for and --measure runs on "
+                       "(default: cuda when available, else cpu)")
+    batch.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--measure", action="store_true",
+                   help="also run real training steps and print the measured peak")
+    add_json(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from transformer import memory
+    from transformer.config import ModelConfig, apply_overrides
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    changes = {key.removeprefix("model."): value for key, value in overrides(args).items()}
+    src_vocab = args.src_vocab or args.vocab_size
+    tgt_vocab = args.tgt_vocab or args.vocab_size
+    try:
+        config = apply_overrides(ModelConfig.preset(args.preset, src_vocab_size=src_vocab,
+                                                    tgt_vocab_size=tgt_vocab), changes)
+        if args.decoder_only:
+            if args.measure:
+                raise InputError("--measure needs an encoder-decoder or --encoder-only model; "
+                                 "--decoder-only is the seed's formula only")
+            seq_len = args.tgt_len or args.src_len
+            batch_size = (memory.batch_for_tokens(args.max_tokens, src_len=seq_len,
+                                                  tgt_len=None, encoder_only=True)
+                          if args.max_tokens else args.batch_size)
+            estimate = memory.seed_formula_estimate(
+                num_layers=config.num_decoder_layers, num_heads=config.num_heads,
+                d_model=config.d_model, d_ff=changes.get("d_ff", 4 * config.d_model),
+                vocab_size=tgt_vocab, batch_size=batch_size, seq_len=seq_len,
+                bytes_per_value=4 if args.precision == "fp32" else 2)
+            measured = None
+        else:
+            batch_size = args.batch_size
+            if args.max_tokens:
+                batch_size = memory.batch_for_tokens(
+                    args.max_tokens, src_len=args.src_len, tgt_len=args.tgt_len,
+                    encoder_only=args.encoder_only)
+            shape = dict(batch_size=batch_size, src_len=args.src_len, tgt_len=args.tgt_len,
+                         precision=args.precision, device=device,
+                         encoder_only=args.encoder_only, num_labels=args.num_labels,
+                         pooling=args.pooling, label_smoothing=args.label_smoothing)
+            estimate = memory.estimate_training_memory(config, **shape)
+            measured = None
+            if args.measure:
+                log.info("measuring two training steps on %s ...", device)
+                measured = memory.measure_training_peak(config, **shape)
+    except ValueError as err:  # a bad flag value or combination
+        if isinstance(err, InputError):
+            raise
+        raise InputError(str(err)) from None
+    if args.json:
+        out = estimate.to_dict()
+        if measured is not None:
+            out["measured"] = measured.to_dict()
+            out["ratio"] = estimate.peak_bytes / max(measured.peak_bytes, 1)
+        emit_json(out)
+    else:
+        print(memory.format_report(estimate, measured))
+    return 0

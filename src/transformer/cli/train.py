@@ -1,0 +1,147 @@
+"""``transformer train``: train a translation model (Multi30k by name, or parallel text files)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from transformer.cli.common import (
+    MODEL_FLAGS,
+    RUN_FLAGS,
+    add_flags,
+    add_model_flags,
+    add_training_run,
+    as_input_error,
+    emit_json,
+    flag_of,
+    overrides,
+    progress,
+    set_threads,
+)
+from transformer.config.choices import PRESETS, TRANSLATION_CORPORA
+from transformer.config.presets import TRANSLATION_PRESETS
+from transformer.config.runs import STOP_FIELDS
+from transformer.errors import InputError
+
+# flags of the translation run only: flag, key, type, help, old spellings
+TRANSLATION_FLAGS = (
+    ("--src", "src_lang", str, "source language of --data (default en)", ()),
+    ("--tgt", "tgt_lang", str, "target language of --data (default de)", ()),
+    ("--tokenizer", "model_type", str,
+     "SentencePiece model type: bpe (default), unigram, char or word", ("--model-type",)),
+    ("--max-tokens", "max_tokens", int,
+     "tokens per micro-batch and process, padding included (default: the preset's)", ()),
+    ("--accumulate", "accumulate", int, "micro-batches per optimizer update (default 1)", ()),
+    ("--lr-scale", "lr_scale", float, "noam: factor on equation 3 (default 1)", ()),
+    ("--cooldown", "cooldown", int, "lower the rate linearly towards 0 over the last N updates "
+     "before --max-steps (default: the preset's, else 0: no cool-down)", ()),
+    ("--adam-eps", "adam_eps", float, "Adam epsilon (default 1e-9)", ()),
+    ("--precision", "precision", str,
+     "fp32 (default), bf16 (CPU or GPU) or fp16 (GPU, grad scaler)", ()),
+    ("--log-every", "log_every", int, "updates between log lines (default 50)", ()),
+    ("--bleu-sample", "bleu_sample", int,
+     "validation sentences translated for BLEU (default 500)", ()),
+    ("--average-last", "average_last", int, "keep the weights of the last N validations "
+     "(RUN_DIR/snapshots/); at the end their average replaces the model if it validates better",
+     ()),
+    ("--metric", "metric", str, "selects the best model: bleu (default), chrf or exact_match", ()),
+    ("--on-long", "on_long", str, "pairs longer than --max-len: truncate (default) or filter", ()),
+)
+FILE_FLAGS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a translation model (Multi30k by name, or any parallel text files)",
+        description="Train an encoder-decoder Transformer. Data: --data multi30k --src en --tgt de, "
+        "or --train-src/--train-tgt (and --valid-src/--valid-tgt) files. The run directory gets "
+        "config.json, model.safetensors (best by validation), tokenizer/, checkpoint/ and "
+        "metrics.jsonl; --resume RUN_DIR continues exactly. Under torchrun every process trains "
+        "on its shard (torchrun --nproc-per-node 2 -m transformer train ...). Without a stop "
+        "flag a preset trains 10 epochs (multi30k-cpu: its own budget).",
+    )
+    data = p.add_argument_group("data")
+    data.add_argument("--data", dest="set:data", choices=TRANSLATION_CORPORA,
+                      help="a corpus by name (default multi30k)")
+    for name in FILE_FLAGS:
+        data.add_argument(f"--{name.replace('_', '-')}", dest=f"set:{name}", metavar="FILE",
+                          help="parallel text, one sentence a line (.gz ok)")
+    tok = p.add_argument_group("tokenizer")
+    tok.add_argument("--joint", dest="set:joint", action="store_true", default=None,
+                     help="one vocabulary for both languages (default)")
+    tok.add_argument("--separate", dest="set:joint", action="store_false",
+                     help="one vocabulary per language")
+    tok.add_argument("--no-byte-fallback", dest="set:byte_fallback", action="store_false",
+                     default=None, help="unknown characters become <unk> instead of UTF-8 bytes")
+    model = p.add_argument_group("model (defaults: the preset's)")
+    model.add_argument("--preset", choices=tuple(TRANSLATION_PRESETS),
+                       help=f"model shape (default small; {', '.join(PRESETS)}; base and big are "
+                       "the paper's Table 3), or a whole recipe: multi30k-cpu is the README's "
+                       "one-hour CPU result (shape, optimisation and a 60-minute budget; any flag "
+                       "overrides it)")
+    add_model_flags(model)
+    train = p.add_argument_group("training")
+    add_flags(train, (*RUN_FLAGS, *TRANSLATION_FLAGS))
+    train.add_argument("--adam-betas", dest="set:adam_betas", type=float, nargs=2,
+                       metavar=("B1", "B2"), help="Adam betas (default 0.9 0.98)")
+    run = p.add_argument_group("run")
+    run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/train)")
+    run.add_argument("--resume", metavar="RUN_DIR", help="continue this run exactly")
+    run.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    add_training_run(run, device_help="auto (default), cpu, cuda or cuda:N",
+                     threads_help="CPU threads for PyTorch")
+    p.set_defaults(handler=run_train)
+
+
+def config_of(args: argparse.Namespace) -> object:
+    """The TranslationTrainConfig of ``train``'s arguments (the preset, then the flags)."""
+    from transformer.config.presets import translation_config
+
+    changes = overrides(args)
+    if "adam_betas" in changes:
+        changes["adam_betas"] = tuple(changes["adam_betas"])
+    return as_input_error(lambda: translation_config(args.preset or "small", changes))
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from transformer.training import distributed
+    from transformer.training.translation import resume_translation, start_translation
+
+    set_threads(args.threads)
+    main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
+    if not main_rank:
+        logging.getLogger().setLevel(logging.WARNING)
+    changes = overrides(args)
+    try:
+        if args.resume is not None:
+            given = [flag_of(key, MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS)
+                     for key in changes if key not in STOP_FIELDS]
+            given += [f"--{name}" for name in ("preset", "out") if getattr(args, name) is not None]
+            if given:
+                raise InputError(
+                    f"--resume continues with the stored configuration; {given[0]} cannot change "
+                    f"(only {', '.join('--' + f.replace('_', '-') for f in STOP_FIELDS)} can)"
+                )
+            stop = {key: changes.get(key) for key in STOP_FIELDS}
+            summary = as_input_error(lambda: resume_translation(
+                args.resume, device=args.device, progress=progress(args), **stop))
+        else:
+            config = config_of(args)
+            summary = as_input_error(lambda: start_translation(
+                config, run_dir=args.out or "runs/train", overwrite=args.overwrite,
+                device=args.device, progress=progress(args)))
+    finally:
+        distributed.shutdown()
+    if main_rank:
+        if args.json:
+            emit_json(summary)
+        else:
+            best = summary["best_metric"]
+            figure = (f"best validation {summary['metric']} {best:.4g} at update "
+                      f"{summary['best_step']}" if best is not None else "no validation data")
+            print(f"model written to {summary['run_dir']} ({summary['parameters']:,} parameters, "
+                  f"{summary['steps']} updates, {summary['epochs']:.2f} epochs, "
+                  f"{summary['train_s']:.0f}s, stopped by {summary['stopped_by']}); {figure}")
+    return 0

@@ -1,0 +1,94 @@
+"""``transformer translate``: lines from stdin, a file, or an interactive prompt."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from transformer.cli.decoding import add_decoding_flags, translator_of
+from transformer.errors import InputError
+
+log = logging.getLogger("transformer")
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "translate",
+        help="translate lines from stdin, a file, or an interactive prompt",
+        description="Translate one sentence per line with a model directory. Reads standard input "
+        "(or -i FILE) and writes one translation per input line, in input order (empty input line: "
+        "empty output line); with a terminal on standard input, an interactive prompt. With "
+        "--nbest K, each input gives K lines 'LINE<tab>SCORE<tab>TRANSLATION'; with --json, one "
+        "JSON object per input line.",
+    )
+    p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    p.add_argument("-i", "--input", metavar="FILE", help="read sentences from FILE (.gz ok)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write translations to FILE (atomically)")
+    p.add_argument("--nbest", type=int, help="print the K best translations of each sentence")
+    p.add_argument("--json", action="store_true", help="one JSON object per input line")
+    add_decoding_flags(p)
+    p.set_defaults(handler=run)
+
+
+def _stdin_lines() -> Iterator[str]:
+    """Lines of standard input as text (without line endings), decoded as UTF-8 line by line."""
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            raise InputError(f"<stdin>, line {number}: not valid UTF-8 ({err.reason})") from None
+
+
+def _prompt() -> Iterator[str]:
+    print("Type a sentence and press Enter (Ctrl-D to quit).", file=sys.stderr)
+    while True:
+        try:
+            yield input("> ")
+        except EOFError:
+            print(file=sys.stderr)
+            return
+
+
+def _lines_of(args: argparse.Namespace, t: Any, number: int) -> list[str]:
+    """The output lines of translation ``t`` of input line ``number``."""
+    if args.json:
+        item = {"line": number, "translation": t.text, "score": t.score}
+        if args.nbest:
+            item["nbest"] = [{"translation": s, "score": v} for s, v in t.nbest]
+        return [json.dumps(item, ensure_ascii=False, sort_keys=True)]
+    if args.nbest:  # always exactly --nbest lines per input: LINE <tab> SCORE <tab> TEXT
+        pairs = t.nbest or [("", 0.0)]
+        pairs = pairs + [pairs[-1]] * (args.nbest - len(pairs))
+        return [f"{number}\t{score:.4f}\t{text}" for text, score in pairs]
+    return [t.text]
+
+
+def run(args: argparse.Namespace) -> int:
+    translator, _ = translator_of(args, nbest=args.nbest)
+    if args.input is not None:
+        from transformer.data.parallel import read_lines
+
+        results: Any = translator.translate(read_lines(args.input))
+    elif sys.stdin.isatty() and args.output is None:  # interactive prompt
+        results = translator.stream(_prompt(), chunk_size=1)
+    else:
+        results = translator.stream(_stdin_lines())
+
+    if args.output is not None:  # whole output first, then one atomic write
+        from transformer.atomic import atomic_write_bytes
+
+        out = [line for n, t in enumerate(results, start=1) for line in _lines_of(args, t, n)]
+        atomic_write_bytes(args.output, "".join(f"{line}\n" for line in out).encode("utf-8"))
+        log.info("wrote %d lines to %s", len(out), args.output)
+    else:
+        for n, t in enumerate(results, start=1):
+            sys.stdout.write("".join(f"{line}\n" for line in _lines_of(args, t, n)))
+            sys.stdout.flush()
+    if translator.truncated:
+        log.warning("%d source sentences were longer than the model's %d positions and were cut",
+                    translator.truncated, translator.model.config.max_len)
+    return 0

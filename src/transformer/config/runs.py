@@ -1,0 +1,270 @@
+"""The configuration of each kind of run: translation training and classifier training.
+
+Both are frozen dataclasses that nest the model's shape as a :class:`ModelConfig`; the demo is a
+translation run built from the ``demo`` preset. Build them from a preset with
+``transformer.config.translation_config`` / ``classifier_config`` / ``demo_config`` (what the
+command line does too), or directly, and change them with ``apply_overrides``.
+
+Vocabulary sizes are known only once the tokenizers are trained. The rule: ``vocab_size`` is the
+size asked of SentencePiece, and the nested model's ``src_vocab_size``/``tgt_vocab_size`` always
+equal it (set on construction); the run replaces both with the tokenizers' real sizes when it
+builds the model (``model_config(src_vocab_size=..., tgt_vocab_size=...)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformer.config.choices import (
+    CLASSIFIER_SCHEDULES,
+    ON_LONG,
+    POOLING,
+    POS_WEIGHTS,
+    TOKENIZER_TYPES,
+    TRANSLATION_CORPORA,
+    TRANSLATION_METRICS,
+    check_choice,
+)
+from transformer.config.model import ModelConfig
+
+STOP_FIELDS = ("epochs", "max_steps", "minutes", "patience")  # what may change on resume
+
+
+def _with_vocab(model: ModelConfig, vocab_size: int) -> ModelConfig:
+    """``model`` with both vocabularies set to ``vocab_size`` (the requested tokenizer size)."""
+    if model.src_vocab_size == vocab_size and model.tgt_vocab_size == vocab_size:
+        return model
+    return model.replace(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size)
+
+
+def _translation_model() -> ModelConfig:
+    return ModelConfig.small(vocab_size=8000)
+
+
+def _classifier_model() -> ModelConfig:
+    return ModelConfig.small(vocab_size=8000, num_encoder_layers=2, num_decoder_layers=0,
+                             max_len=128)
+
+
+@dataclass(frozen=True)
+class _RunConfig:
+    """What both kinds of run share: replace, to_dict, from_dict and the vocabulary rule."""
+
+    def _sync_vocab(self) -> None:
+        # frozen: the nested model follows vocab_size (see the module docstring)
+        object.__setattr__(self, "model", _with_vocab(self.model, self.vocab_size))  # type: ignore[attr-defined]
+
+    def replace(self, **changes: Any) -> Any:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for name, value in out.items():
+            if isinstance(value, tuple):
+                out[name] = list(value)
+        return out
+
+    def model_config(self, *, src_vocab_size: int, tgt_vocab_size: int | None = None) -> ModelConfig:
+        """The model to build once the tokenizers are trained: their real vocabulary sizes."""
+        return self.model.replace(src_vocab_size=src_vocab_size,  # type: ignore[attr-defined]
+                                  tgt_vocab_size=tgt_vocab_size or src_vocab_size)
+
+    @classmethod
+    def _fields_from(cls, data: dict[str, Any], what: str) -> dict[str, Any]:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown {what} fields: {', '.join(unknown)}")
+        data = dict(data)
+        for name in ("adam_betas",):
+            if name in data:
+                data[name] = tuple(data[name])
+        return data
+
+
+@dataclass(frozen=True)
+class TranslationTrainConfig(_RunConfig):
+    """A translation run: data, tokenizer, the model's shape (``model``), optimisation, the loop.
+
+    Data: a corpus by name (``data="multi30k"`` with ``src_lang``/``tgt_lang``, or ``"numbers"``,
+    the built-in task) or explicit parallel files (``train_src``/``train_tgt``, optional
+    ``valid_src``/``valid_tgt``, with ``data=None``). ``preset`` records the ModelConfig preset the
+    shape started from (for logs and the summary); ``model`` is the shape itself. Presets and
+    recipes (``transformer.config.translation_config``) also fill the schedule and the budget.
+    """
+
+    # data
+    data: str | None = "multi30k"
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    train_src: str | None = None
+    train_tgt: str | None = None
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    on_long: str = "truncate"
+    # tokenizer
+    vocab_size: int = 8000
+    joint: bool = True
+    model_type: str = "bpe"
+    byte_fallback: bool = True
+    # model
+    preset: str = "small"
+    model: ModelConfig = field(default_factory=_translation_model)
+    # batches and optimisation
+    max_tokens: int = 4096  # per micro-batch and rank, padding included
+    accumulate: int = 1
+    schedule: str = "noam"
+    warmup: int = 4000
+    lr_scale: float = 1.0  # noam: multiplies equation (3)
+    lr: float = 1e-3  # inverse_sqrt: the peak learning rate
+    cooldown: int = 0  # linear cool-down over the last N updates before max_steps (0: none)
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float | None = 1.0  # 0 means off, stored as None
+    precision: str = "fp32"
+    # the loop
+    epochs: int | None = None
+    max_steps: int | None = None
+    minutes: float | None = None
+    eval_every: int = 500
+    log_every: int = 50
+    patience: int | None = None
+    average_last: int = 0  # keep the weights of the last N evaluations; at the end try their mean
+    bleu_sample: int = 500  # validation sentences translated for BLEU (0: no BLEU)
+    metric: str = "bleu"  # selects the best model: bleu, chrf or exact_match
+    decode_max_len_a: float = 1.5
+    decode_max_len_b: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        from transformer.training.schedule import LRSchedule
+
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"model must be a ModelConfig, got {type(self.model).__name__}")
+        self._sync_vocab()
+        if self.clip_norm == 0:
+            object.__setattr__(self, "clip_norm", None)
+        object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
+        if self.data is None and not (self.train_src and self.train_tgt):
+            raise ValueError("give a corpus name (data) or train_src and train_tgt files")
+        if self.data is not None and self.data not in TRANSLATION_CORPORA:
+            raise ValueError(f"unknown corpus {self.data!r}; known: {', '.join(TRANSLATION_CORPORA)}")
+        if bool(self.valid_src) != bool(self.valid_tgt):
+            raise ValueError("give both valid_src and valid_tgt, or neither")
+        if self.max_tokens < 2 or self.vocab_size < 8 or self.bleu_sample < 0:
+            raise ValueError(
+                f"bad max_tokens={self.max_tokens}, vocab_size={self.vocab_size} or "
+                f"bleu_sample={self.bleu_sample}"
+            )
+        check_choice("on_long", self.on_long, ON_LONG)
+        check_choice("model_type", self.model_type, TOKENIZER_TYPES)
+        if self.average_last == 1 or self.average_last < 0:
+            raise ValueError(f"average_last must be 0 (off) or at least 2, got {self.average_last}")
+        check_choice("metric", self.metric, TRANSLATION_METRICS)
+        LRSchedule(kind=self.schedule, warmup=self.warmup, scale=self.lr_scale, peak_lr=self.lr,
+                   cooldown=self.cooldown, total=self.max_steps)
+        self.loop_config()  # validates the loop fields
+
+    def loop_config(self) -> Any:
+        """The Trainer's loop settings (a ``training.trainer.TrainConfig``)."""
+        from transformer.training.trainer import TrainConfig
+
+        return TrainConfig(
+            epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
+            accumulate=self.accumulate, clip_norm=self.clip_norm, precision=self.precision,
+            eval_every=self.eval_every, log_every=self.log_every, patience=self.patience,
+            keep_last=self.average_last, seed=self.seed,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TranslationTrainConfig:
+        """Build from ``config.json``'s ``training`` section; unknown keys are an error.
+
+        A section written before the model was nested holds ``model`` as the preset's overrides
+        only; it is read as ``ModelConfig.preset(preset, vocab_size, **model)``.
+        """
+        data = cls._fields_from(data, "training")
+        model = data.get("model")
+        if isinstance(model, dict):
+            if "src_vocab_size" in model:
+                data["model"] = ModelConfig.from_dict(model)
+            else:  # the older layout
+                data["model"] = ModelConfig.preset(data.get("preset", "small"),
+                                                   vocab_size=data.get("vocab_size", 8000), **model)
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ClassifierTrainConfig(_RunConfig):
+    """A classifier run: tokenizer, the encoder's shape (``model``, no decoder), the head's pooling,
+    optimisation and the loop (the data is chosen apart).
+
+    ``model.max_len`` is the model's positions (a CLS vector takes one); ``batch_tokens`` bounds the
+    padded positions of a batch. ``pos_weight="sqrt"`` weighs each label's positive BCE term by
+    sqrt(negatives / positives) (at most ``max_pos_weight``), which helps rare labels of a
+    multi-label task. The learning rate warms up linearly for ``warmup`` updates to ``lr``, then
+    decays as 1/sqrt(step) (``schedule="inverse_sqrt"``) or linearly to 0 at the last planned update
+    (``"linear"``: ``max_steps``, else ``epochs`` times the batches of an epoch; ``minutes`` may stop
+    the run before).
+    """
+
+    # tokenizer
+    vocab_size: int = 8000
+    tokenizer_type: str = "unigram"
+    character_coverage: float = 0.9995
+    tokenizer_sample: int | None = 300_000
+    # model
+    model: ModelConfig = field(default_factory=_classifier_model)
+    pooling: str = "mean"
+    # optimisation
+    lr: float = 1e-3
+    warmup: int = 500
+    schedule: str = "inverse_sqrt"
+    weight_decay: float = 0.0
+    batch_tokens: int = 4096
+    max_sentences: int | None = None
+    epochs: int | None = 3
+    max_steps: int | None = None
+    minutes: float | None = None
+    eval_every: int = 500
+    patience: int | None = None
+    clip_norm: float | None = 1.0
+    label_smoothing: float = 0.0
+    pos_weight: str = "none"
+    max_pos_weight: float = 30.0
+    metric: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"model must be a ModelConfig, got {type(self.model).__name__}")
+        self._sync_vocab()
+        if self.model.num_decoder_layers != 0:
+            raise ValueError("a classifier has no decoder: model.num_decoder_layers must be 0, "
+                             f"got {self.model.num_decoder_layers}")
+        check_choice("schedule", self.schedule, CLASSIFIER_SCHEDULES)
+        if self.schedule == "linear" and self.epochs is None and self.max_steps is None:
+            raise ValueError("the linear schedule needs epochs or max_steps to plan its decay")
+        check_choice("pos_weight", self.pos_weight, POS_WEIGHTS)
+        check_choice("pooling", self.pooling, POOLING)
+        check_choice("tokenizer_type", self.tokenizer_type, TOKENIZER_TYPES)
+        for name in ("vocab_size", "batch_tokens", "warmup"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        if self.model.max_len > self.batch_tokens:
+            raise ValueError(f"batch_tokens={self.batch_tokens} is below max_len={self.model.max_len}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClassifierTrainConfig:
+        """Build from ``config.json``'s ``training`` section; unknown keys are an error."""
+        data = cls._fields_from(data, "training")
+        if isinstance(data.get("model"), dict):
+            data["model"] = ModelConfig.from_dict(data["model"])
+        return cls(**data)

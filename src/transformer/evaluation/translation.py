@@ -1,0 +1,127 @@
+"""Translating and scoring with a model directory: what ``transformer translate`` and
+``transformer evaluate`` do, as library functions.
+
+    translator, loaded = load_translator("runs/m30k", beam_size=4)
+    result = evaluate_translation(translator, loaded, data="multi30k")   # BLEU, chrF
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformer.errors import InputError
+
+
+def load_translator(
+    model_dir: str | Path,
+    *,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    nbest: int | None = None,
+    max_len_a: float | None = None,
+    max_len_b: int | None = None,
+    max_len: int | None = None,
+    batch_size: int = 64,
+    precision: str = "fp32",
+    device: Any = "cpu",
+) -> tuple[Any, Any]:
+    """A ``Translator`` over the model in ``model_dir`` and the ``LoadedModel`` it wraps.
+
+    ``max_len_a``/``max_len_b`` default to the run's training setting (else 1.5 and 10);
+    ``precision="bf16"`` casts the weights. Bad values raise InputError naming them.
+    """
+    from transformer.decoding.translator import DecodeOptions, Translator
+    from transformer.model_dir import load_model_dir
+
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be positive, got {batch_size}")
+    if nbest is not None and not 1 <= nbest <= beam_size:
+        raise InputError(f"--nbest must be between 1 and --beam {beam_size}, got {nbest}")
+    loaded = load_model_dir(model_dir, device=device)
+    if loaded.tgt_tokenizer is None:
+        raise InputError(f"{model_dir} holds a classifier; use transformer classify predict")
+    if precision == "bf16":
+        import torch
+
+        loaded.model.to(torch.bfloat16)
+    training = loaded.config.get("training", {})
+    try:
+        options = DecodeOptions(
+            beam_size=beam_size, length_penalty=length_penalty, nbest=nbest,
+            max_len_a=max_len_a if max_len_a is not None else training.get("decode_max_len_a", 1.5),
+            max_len_b=max_len_b if max_len_b is not None else training.get("decode_max_len_b", 10),
+            max_len=max_len,
+        )
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    return Translator.from_loaded(loaded, options=options, batch_size=batch_size), loaded
+
+
+def read_test_set(
+    training: dict[str, Any],
+    *,
+    data: str | None = None,
+    split: str | None = None,
+    src: str | None = None,
+    tgt: str | None = None,
+    src_file: str | None = None,
+    ref_file: str | None = None,
+) -> tuple[list[str], list[str], str]:
+    """``(sources, references, name)`` of a test set: two line-aligned files, or a split of a
+    corpus by name (default: the one the run in ``training`` trained on, in its languages)."""
+    from transformer.data.parallel import read_lines
+
+    if (src_file is None) != (ref_file is None):
+        raise InputError("give both --src-file and --ref-file, or neither")
+    if src_file is not None and ref_file is not None:
+        sources, references = read_lines(src_file), read_lines(ref_file)
+        if len(sources) != len(references):
+            raise InputError(f"{src_file} has {len(sources)} lines but {ref_file} has "
+                             f"{len(references)}; line i of one must translate line i of the other")
+        return sources, references, f"{src_file} -> {ref_file}"
+    data = data or training.get("data") or "multi30k"
+    if data == "numbers":
+        from transformer.data.builtin_task import number_task_splits
+
+        splits = number_task_splits(training.get("seed", 0))
+        split = split or "test"
+        if split not in splits:
+            raise InputError(f"unknown numbers split {split!r}: expected one of {', '.join(splits)}")
+        corpus = splits[split]
+    elif data == "multi30k":
+        from transformer.data.corpora import load_corpus
+
+        corpus = load_corpus("multi30k", split or "test_2016_flickr",
+                             src or training.get("src_lang", "en"),
+                             tgt or training.get("tgt_lang", "de"))
+    else:
+        raise InputError(f"unknown corpus {data!r}: use --data multi30k or numbers, or "
+                         "--src-file/--ref-file")
+    return corpus.src, corpus.tgt, corpus.name
+
+
+@dataclass(frozen=True)
+class TranslationScore:
+    """The test set's name, the hypotheses and their sacreBLEU scores."""
+
+    name: str
+    hypotheses: list[str]
+    scores: Any  # evaluation.bleu's scores: BLEU, chrF, signatures
+
+
+def evaluate_translation(translator: Any, loaded: Any, *, hyp_out: str | None = None,
+                         **test_set: Any) -> TranslationScore:
+    """Translate the test set (``test_set``: the keywords of :func:`read_test_set`) and score it;
+    with ``hyp_out`` the translations are also written there, atomically."""
+    from transformer.evaluation.bleu import score_translations
+
+    sources, references, name = read_test_set(loaded.config.get("training", {}), **test_set)
+    hypotheses = [t.text for t in translator.translate(sources)]
+    if hyp_out is not None:
+        from transformer.atomic import atomic_write_bytes
+
+        atomic_write_bytes(hyp_out, "".join(f"{h}\n" for h in hypotheses).encode("utf-8"))
+    return TranslationScore(name=name, hypotheses=hypotheses,
+                            scores=score_translations(hypotheses, references))

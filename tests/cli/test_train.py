@@ -1,0 +1,133 @@
+"""``transformer train`` end to end on tiny sizes: resume, recipes, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from transformer.cli import main
+
+
+def test_train_writes_the_model_directory(trained_run):
+    names = {p.name for p in trained_run.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer", "checkpoint", "metrics.jsonl"} <= names
+    config = json.loads((trained_run / "config.json").read_text())
+    assert config["task"] == "translation" and config["model"]["d_model"] == 16
+    assert config["training"]["max_steps"] == 4
+    records = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2, 3, 4]
+    assert [r["step"] for r in records if r["kind"] == "valid"] == [2, 4]
+    assert all("bleu" in r for r in records if r["kind"] == "valid")
+
+
+def test_resume_continues_and_takes_a_new_budget(cli, trained_run, tmp_path, capsys):
+    run = cli.copy_run(trained_run, tmp_path)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--max-steps", "6", "--json", "--no-progress",
+                 "--threads", "1"]) == 0
+    summary = cli.json_out(capsys)
+    assert summary["steps"] == 6 and summary["stopped_by"] == "max_steps"
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps) and steps[-1] == 6
+
+
+def test_resume_refuses_to_change_the_configuration(cli, trained_run, tmp_path, capsys):
+    run = cli.copy_run(trained_run, tmp_path)
+    assert main(["train", "--resume", str(run), "--d-model", "32"]) == 2
+    assert "--d-model" in cli.error_line(capsys)
+
+
+def test_out_holding_a_model_needs_overwrite(cli, trained_run, number_files, capsys):
+    assert main(["train", *cli.data_flags(number_files), *cli.TINY, "--max-steps", "1",
+                 "--out", str(trained_run)]) == 2
+    assert "--overwrite" in cli.error_line(capsys)
+
+
+def test_corrupt_weights_exit_2(cli, trained_run, tmp_path, capsys):
+    run = cli.copy_run(trained_run, tmp_path)
+    (run / "checkpoint" / "model.safetensors").write_bytes(b"\x00" * 100)
+    assert main(["train", "--resume", str(run), "--max-steps", "6"]) == 2
+    assert "model.safetensors" in cli.error_line(capsys)
+
+
+def test_checkpoint_of_another_configuration_exit_2(cli, trained_run, number_files, tmp_path, capsys):
+    run = cli.copy_run(trained_run, tmp_path)
+    other = tmp_path / "other"
+    assert main(["train", *cli.data_flags(number_files), *cli.TINY, "--d-ff", "48", "--max-steps", "1",
+                 "--out", str(other)]) == 0
+    shutil.rmtree(run / "checkpoint")
+    shutil.copytree(other / "checkpoint", run / "checkpoint")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--max-steps", "6"]) == 2
+    line = cli.error_line(capsys)
+    assert "does not match" in line and "shape" in line
+
+
+def test_tokenizer_of_another_vocabulary_exit_2(cli, trained_run, number_files, tmp_path, capsys):
+    run = cli.copy_run(trained_run, tmp_path)
+    other = tmp_path / "other"
+    assert main(["train", *cli.data_flags(number_files), *cli.TINY, "--vocab-size", "50", "--max-steps", "1",
+                 "--out", str(other)]) == 0
+    shutil.rmtree(run / "tokenizer")
+    shutil.copytree(other / "tokenizer", run / "tokenizer")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--max-steps", "6"]) == 2
+    assert "vocabulary" in cli.error_line(capsys)
+
+
+def test_missing_training_file_exit_2(cli, tmp_path, capsys):
+    assert main(["train", "--train-src", str(tmp_path / "nope.en"), "--train-tgt",
+                 str(tmp_path / "nope.de"), *cli.TINY, "--max-steps", "1", "--out",
+                 str(tmp_path / "run")]) == 2
+    assert "nope.en" in cli.error_line(capsys)
+
+
+@pytest.mark.parametrize("flags", [["--max-steps", "0"], ["--precision", "fp16", "--device", "cpu"],
+                                   ["--device", "gpu"],
+                                   ["--schedule", "cosine"], ["--metric", "rouge"]])
+def test_bad_values_exit_2(cli, number_files, tmp_path, capsys, flags):
+    assert main(["train", *cli.data_flags(number_files), *cli.TINY, "--max-steps", "1", *flags,
+                 "--out", str(tmp_path / "run")]) == 2
+    cli.error_line(capsys)
+
+
+def test_resume_drops_snapshots_newer_than_the_checkpoint(cli, number_files, tmp_path, capsys):
+    from transformer.training.checkpoint import list_snapshots, save_snapshot
+
+    run = tmp_path / "run"
+    assert main(["train", *cli.data_flags(number_files), *cli.TINY, "--max-steps", "2", "--eval-every", "2",
+                 "--average-last", "3", "--out", str(run), "--json"]) == 0
+    capsys.readouterr()
+    (stray,) = list_snapshots(run)
+    save_snapshot(run, torch.nn.Linear(1, 1), step=3, keep=3)  # as if killed after a snapshot
+    assert main(["train", "--resume", str(run), "--max-steps", "4", "--json", "--no-progress",
+                 "--threads", "1"]) == 0
+    capsys.readouterr()
+    assert [step for step, _ in list_snapshots(run)] == [2, 4]
+    assert stray[1].is_file()
+
+
+def test_recipe_preset_with_overrides(cli, number_files, tmp_path, capsys):
+    from transformer.config.presets import TRANSLATION_PRESETS
+
+    recipe = TRANSLATION_PRESETS["multi30k-cpu"]
+    run = tmp_path / "run"
+    flags = [f for f in cli.TINY if f not in ("--preset", "tiny")]
+    assert main(["train", *cli.data_flags(number_files), "--preset", "multi30k-cpu", *flags,
+                 "--max-steps", "28", "--out", str(run), "--json"]) == 0
+    summary = cli.json_out(capsys)
+    assert summary["stopped_by"] == "max_steps"  # a stop flag replaces the recipe's budget
+    config = json.loads((run / "config.json").read_text())
+    model, training = config["model"], config["training"]
+    assert model["d_model"] == 16 and model["num_encoder_layers"] == 1  # flags win
+    assert model["dropout"] == recipe.model_changes["dropout"]  # the rest is the recipe's
+    assert model["tie_embeddings"] and model["share_embeddings"]
+    assert training["lr"] == recipe.run["lr"]
+    assert training["average_last"] == recipe.run["average_last"]
+    assert training["vocab_size"] == 60 and training["minutes"] is None
+    # the recipe's cool-down keeps its share of the updates: 1800 of 5600 -> 9 of 28
+    share = recipe.run["cooldown"] / recipe.budget["max_steps"]
+    assert training["cooldown"] == round(share * 28) == 9

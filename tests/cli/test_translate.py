@@ -1,0 +1,132 @@
+"""``transformer translate``: line order and count, streaming, n-best, bf16, an interactive prompt,
+one-line errors with exit status 2, atomic outputs."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import sys
+
+import pytest
+
+from transformer.cli import main
+
+
+def test_translate_keeps_order_and_count(cli, run_dir, tmp_path, capsys):
+    lines = cli.numbers(1000, empty_every=13)
+    lines[500:505] = [lines[42]] * 5  # duplicates far apart must translate alike
+    src = cli.write(tmp_path / "in.txt", lines)
+    out = tmp_path / "out.txt"
+    rc = main(["translate", "--model", str(run_dir), "-i", str(src), "-o", str(out), "--beam", "1",
+               "--batch-size", "37"])
+    assert rc == 0, capsys.readouterr().err
+    got = cli.read(out)
+    assert len(got) == 1000
+    for line, translation in zip(lines, got, strict=True):
+        assert (translation == "") == (line.strip() == ""), "empty input <-> empty output"
+    assert len(set(got[500:505] + [got[42]])) == 1
+    assert sum(len(t) > 0 for t in got) > 900 and len(set(got)) > 100, "outputs should vary"
+    # a sample translated alone, one sentence per batch, gives the same lines
+    sample = random.Random(1).sample(range(1000), 12)
+    alone = cli.write(tmp_path / "alone.txt", [lines[i] for i in sample])
+    alone_out = tmp_path / "alone_out.txt"
+    assert main(["translate", "--model", str(run_dir), "-i", str(alone), "-o", str(alone_out),
+                 "--beam", "1", "--batch-size", "1"]) == 0
+    assert cli.read(alone_out) == [got[i] for i in sample]
+
+
+@pytest.mark.parametrize("beam", ["1", "3"])
+def test_translate_in_bf16(cli, run_dir, tmp_path, capsys, beam):
+    lines = cli.numbers(40, seed=3, empty_every=7)
+    src = cli.write(tmp_path / "in.txt", lines)
+    outputs = {}
+    for precision in ("fp32", "bf16"):
+        out = tmp_path / f"{precision}.txt"
+        assert main(["translate", "--model", str(run_dir), "-i", str(src), "-o", str(out),
+                     "--beam", beam, "--precision", precision]) == 0, capsys.readouterr().err
+        outputs[precision] = cli.read(out)
+    assert len(outputs["bf16"]) == 40
+    assert all((a == "") == (b == "") for a, b in zip(*outputs.values(), strict=True))
+    # rounding the weights to bf16 may flip a near-tie of a random model, but not most outputs
+    same = sum(a == b for a, b in zip(*outputs.values(), strict=True))
+    assert same >= 20, outputs
+
+
+def test_translate_streams_stdin_in_order(cli, run_dir, tmp_path, capsys, monkeypatch):
+    lines = cli.numbers(120, seed=3, empty_every=10)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\n".join(lines).encode())))
+    assert main(["translate", "--model", str(run_dir), "--beam", "2", "--batch-size", "16"]) == 0
+    streamed = capsys.readouterr().out.split("\n")[:-1]
+    src = cli.write(tmp_path / "in.txt", lines)
+    out = tmp_path / "out.txt"
+    assert main(["translate", "--model", str(run_dir), "-i", str(src), "-o", str(out),
+                 "--beam", "2"]) == 0
+    assert streamed == cli.read(out) and len(streamed) == 120
+
+
+def test_translate_nbest_and_json(cli, run_dir, tmp_path, capsys):
+    lines = ["twenty one", "", "three hundred and five"]
+    src = cli.write(tmp_path / "in.txt", lines)
+    assert main(["translate", "--model", str(run_dir), "-i", str(src), "--beam", "3"]) == 0
+    best = capsys.readouterr().out.split("\n")[:-1]
+    assert main(["translate", "--model", str(run_dir), "-i", str(src), "--beam", "3",
+                 "--nbest", "2"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.split("\n")[:-1]]
+    assert [int(r[0]) for r in rows] == [1, 1, 2, 2, 3, 3]
+    assert [rows[0][2], rows[4][2]] == [best[0], best[2]] and rows[2][2] == ""
+    assert float(rows[0][1]) >= float(rows[1][1])
+    assert main(["translate", "--model", str(run_dir), "-i", str(src), "--beam", "3", "--nbest",
+                 "2", "--json"]) == 0
+    items = [json.loads(x) for x in capsys.readouterr().out.split("\n")[:-1]]
+    assert [i["translation"] for i in items] == best
+    assert len(items[0]["nbest"]) == 2 and items[1]["nbest"] == []
+
+
+@pytest.mark.parametrize("verb", [["translate"], ["evaluate", "--src-file", "x", "--ref-file", "y"]])
+def test_missing_or_corrupt_model_dir(cli, run_dir, tmp_path, capsys, verb):
+    missing = tmp_path / "missing"
+    assert main([*verb, "--model", str(missing)]) == 2
+    assert str(missing) in cli.one_line_error(capsys)
+
+    broken = cli.make_run(tmp_path / "broken", cli._tok(run_dir))
+    (broken / "config.json").write_text("{not json", encoding="utf-8")
+    assert main([*verb, "--model", str(broken)]) == 2
+    assert "config.json" in cli.one_line_error(capsys)
+
+    truncated = cli.make_run(tmp_path / "truncated", cli._tok(run_dir))
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])
+    assert main([*verb, "--model", str(truncated)]) == 2
+    assert "model.safetensors" in cli.one_line_error(capsys)
+
+
+def test_bad_input_file_leaves_no_output(cli, run_dir, tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"one\ntwo \xff three\n")
+    out = tmp_path / "out.txt"
+    assert main(["translate", "--model", str(run_dir), "-i", str(bad), "-o", str(out)]) == 2
+    assert "line 2" in cli.one_line_error(capsys)
+    assert not out.exists()
+    assert main(["translate", "--model", str(run_dir), "--beam", "2", "--nbest", "3"]) == 2
+    assert "--nbest" in cli.one_line_error(capsys)
+
+
+def test_interactive_prompt(run_dir, capsys, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    typed = iter(["twenty one", "", "five"])
+
+    def fake_input(prompt: str = "") -> str:
+        try:
+            return next(typed)
+        except StopIteration:
+            raise EOFError from None
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    monkeypatch.setattr("builtins.input", fake_input)
+    assert main(["translate", "--model", str(run_dir), "--beam", "1"]) == 0
+    answers = capsys.readouterr().out.split("\n")[:-1]
+    assert len(answers) == 3 and answers[1] == "" and answers[0] and answers[2]
