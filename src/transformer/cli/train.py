@@ -107,7 +107,7 @@ def config_of(args: argparse.Namespace) -> object:
 
 def run_train(args: argparse.Namespace) -> int:
     from transformer.training import distributed
-    from transformer.training.translation import resume_translation, start_translation
+    from transformer.training.train_translation import resume_translation, start_translation
 
     set_threads(args.threads)
     main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports

@@ -14,6 +14,6 @@ tasks.
 - ``checkpoint``: ``checkpoint/``, written atomically, read without unpickling; ``average``:
   checkpoint averaging.
 - ``distributed``: DDP under ``torchrun`` (gloo on CPU, nccl on GPU).
-- runs end to end: ``translation`` (``transformer train``), ``train_classifier``
+- runs end to end: ``train_translation`` (``transformer train``), ``train_classifier``
   (``transformer classify train``), ``demo`` (``transformer demo``).
 """

@@ -22,7 +22,7 @@ from transformer.config.presets import demo_config
 from transformer.config.runs import TranslationTrainConfig
 from transformer.errors import InputError
 from transformer.model_dir import CONFIG_FILE, load_model_dir, read_config
-from transformer.training.translation import train_translation
+from transformer.training.train_translation import train_translation
 
 log = logging.getLogger(__name__)
 
