@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from transformer.cli.common import add_json, add_model_flags, emit_json, overrides
 from transformer.config.choices import POOLING, PRECISIONS, PRESETS
 from transformer.errors import InputError
-
-log = logging.getLogger("transformer")
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -64,45 +61,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = apply_overrides(ModelConfig.preset(args.preset, src_vocab_size=src_vocab,
                                                     tgt_vocab_size=tgt_vocab), changes)
-        if args.decoder_only:
-            if args.measure:
-                raise InputError("--measure needs an encoder-decoder or --encoder-only model; "
-                                 "--decoder-only is the seed's formula only")
-            seq_len = args.tgt_len or args.src_len
-            batch_size = (memory.batch_for_tokens(args.max_tokens, src_len=seq_len,
-                                                  tgt_len=None, encoder_only=True)
-                          if args.max_tokens else args.batch_size)
-            estimate = memory.seed_formula_estimate(
-                num_layers=config.num_decoder_layers, num_heads=config.num_heads,
-                d_model=config.d_model, d_ff=changes.get("d_ff", 4 * config.d_model),
-                vocab_size=tgt_vocab, batch_size=batch_size, seq_len=seq_len,
-                bytes_per_value=4 if args.precision == "fp32" else 2)
-            measured = None
-        else:
-            batch_size = args.batch_size
-            if args.max_tokens:
-                batch_size = memory.batch_for_tokens(
-                    args.max_tokens, src_len=args.src_len, tgt_len=args.tgt_len,
-                    encoder_only=args.encoder_only)
-            shape = dict(batch_size=batch_size, src_len=args.src_len, tgt_len=args.tgt_len,
-                         precision=args.precision, device=device,
-                         encoder_only=args.encoder_only, num_labels=args.num_labels,
-                         pooling=args.pooling, label_smoothing=args.label_smoothing)
-            estimate = memory.estimate_training_memory(config, **shape)
-            measured = None
-            if args.measure:
-                log.info("measuring two training steps on %s ...", device)
-                measured = memory.measure_training_peak(config, **shape)
+        result = memory.memory_job(
+            config, batch_size=args.batch_size, max_tokens=args.max_tokens, src_len=args.src_len,
+            tgt_len=args.tgt_len, precision=args.precision, device=device,
+            encoder_only=args.encoder_only, num_labels=args.num_labels, pooling=args.pooling,
+            label_smoothing=args.label_smoothing, decoder_only=args.decoder_only,
+            decoder_only_d_ff=changes.get("d_ff"), measure=args.measure)
     except ValueError as err:  # a bad flag value or combination
-        if isinstance(err, InputError):
-            raise
         raise InputError(str(err)) from None
     if args.json:
-        out = estimate.to_dict()
-        if measured is not None:
-            out["measured"] = measured.to_dict()
-            out["ratio"] = estimate.peak_bytes / max(measured.peak_bytes, 1)
-        emit_json(out)
+        emit_json(result.to_dict())
     else:
-        print(memory.format_report(estimate, measured))
+        print(result.format())
     return 0

@@ -8,10 +8,13 @@
 * :mod:`~transformer.memory.seed`: :func:`seed_formula_estimate`, the seed tutorial's GPT-2
   formula, kept term for term;
 * :mod:`~transformer.memory.report`: :func:`format_report` and :func:`format_bytes`;
-* :mod:`~transformer.memory.setting`: the argument check both share and :func:`batch_for_tokens`.
+* :mod:`~transformer.memory.setting`: the argument check both share and :func:`batch_for_tokens`;
+* :mod:`~transformer.memory.job`: :func:`memory_job`, what the ``memory`` verb asks: the batch,
+  then the seed formula or the estimate (and the measurement).
 """
 
 from transformer.memory.estimate import MemoryEstimate, MemoryLine, estimate_training_memory
+from transformer.memory.job import MemoryResult, memory_job
 from transformer.memory.measure import LiveTensorBytes, MeasuredPeak, measure_training_peak
 from transformer.memory.parameters import parameter_count
 from transformer.memory.report import format_bytes, format_report
@@ -23,11 +26,13 @@ __all__ = [
     "MeasuredPeak",
     "MemoryEstimate",
     "MemoryLine",
+    "MemoryResult",
     "batch_for_tokens",
     "estimate_training_memory",
     "format_bytes",
     "format_report",
     "measure_training_peak",
+    "memory_job",
     "parameter_count",
     "seed_formula_estimate",
 ]
