@@ -104,3 +104,22 @@ def test_plot_curves_bad_input_exits_2(tmp_path, capsys, setup, fragment):
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_plot_runs_labels_by_folder_name_unless_ambiguous(tmp_path):
+    from transformer.visualization.curves import plot_runs
+
+    for folder in ("a/en-de", "a/de-en", "b/en-de"):
+        (tmp_path / folder).mkdir(parents=True)
+        _write(tmp_path / folder / "metrics.jsonl", RECORDS)
+
+    def labels(fig):
+        return sorted({label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]})
+
+    two = [str(tmp_path / "a/en-de"), str(tmp_path / "a/de-en")]
+    assert {"en-de train", "de-en train"} <= set(labels(plot_runs(two)))
+    clash = [str(tmp_path / "a/en-de"), str(tmp_path / "b/en-de")]
+    drawn = labels(plot_runs(clash))
+    assert {f"{clash[0]} train", f"{clash[1]} train"} <= set(drawn) and "en-de train" not in drawn
+    with pytest.raises(InputError, match="no such model directory"):
+        plot_runs([str(tmp_path / "missing")])

@@ -27,8 +27,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from transformer.visualization.figures import save_figure
 
     if args.plot == "positional":
@@ -40,24 +38,9 @@ def run(args: argparse.Namespace) -> int:
 
         fig = plot_positional_encoding(sinusoidal_table(args.max_len, args.d_model))
     else:
-        from transformer.visualization.curves import plot_training_curves, read_metrics
+        from transformer.visualization.curves import plot_runs
 
-        runs = {}
-        for name in args.run_dir:
-            source = Path(name)
-            if not source.exists():
-                raise InputError(f"{source}: no such model directory")
-            path = source / "metrics.jsonl" if source.is_dir() else source
-            runs[name] = read_metrics(path)
-            if not runs[name]:
-                raise InputError(f"{path}: no metrics recorded yet")
-        title = args.run_dir[0] if len(runs) == 1 else ""
-        short = {name: Path(name).name or name for name in runs}
-        if len(set(short.values())) == len(runs):  # label by folder name when unambiguous
-            runs = {short[name]: records for name, records in runs.items()}
-            args.run_dir = [short[name] for name in args.run_dir]
-        fig = plot_training_curves(runs if len(runs) > 1 else runs[args.run_dir[0]],
-                                   x=args.x, title=title)
+        fig = plot_runs(args.run_dir, x=args.x)
     files = [str(f) for f in save_figure(fig, args.out, svg=args.svg)]
     if args.json:
         emit_json({"plot": args.plot, "files": files})

@@ -164,3 +164,28 @@ def plot_training_curves(runs: list[dict[str, Any]] | dict[str, list[dict[str, A
         if title:
             fig.suptitle(title)
     return fig
+
+
+def plot_runs(run_dirs: list[str], *, x: str = "step") -> Figure:
+    """The curves of one or more runs (a model directory, or a ``metrics.jsonl`` file each) in one
+    figure, labelled by folder name when those are unambiguous, else by the path as given.
+
+    Raises InputError naming a missing run or one with no metrics yet.
+    """
+    runs = {}
+    for name in run_dirs:
+        source = Path(name)
+        if not source.exists():
+            raise InputError(f"{source}: no such model directory")
+        path = source / "metrics.jsonl" if source.is_dir() else source
+        runs[name] = read_metrics(path)
+        if not runs[name]:
+            raise InputError(f"{path}: no metrics recorded yet")
+    title = run_dirs[0] if len(runs) == 1 else ""
+    if len(runs) == 1:
+        return plot_training_curves(runs[run_dirs[0]], x=x, title=title)
+    short = {name: Path(name).name or name for name in runs}
+    if len(set(short.values())) == len(runs):
+        runs = {short[name]: records for name, records in runs.items()}
+    return plot_training_curves(runs, x=x, title=title)
+
