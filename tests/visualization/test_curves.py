@@ -78,10 +78,10 @@ def test_plot_curves_command(tmp_path, png_size, capsys):
 def test_read_metrics_names_the_bad_line(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"kind": "train", "step": 1}\n\n{"kind": oops}\n', encoding="utf-8")
-    with pytest.raises(InputError, match=r"metrics.jsonl:3: not JSON"):
+    with pytest.raises(InputError, match=r"metrics.jsonl, line 3: not valid JSON"):
         read_metrics(path)
     path.write_text("[1, 2]\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r":1: expected a JSON object"):
+    with pytest.raises(InputError, match=r", line 1: expected a JSON object"):
         read_metrics(path)
 
 
@@ -89,7 +89,7 @@ def test_read_metrics_names_the_bad_line(tmp_path):
     ("missing", "no such model directory"),
     ("no-metrics", "metrics.jsonl: no such file"),
     ("empty", "no metrics recorded"),
-    ("bad", ":1: not JSON"),
+    ("bad", ", line 1: not valid JSON"),
 ])
 def test_plot_curves_bad_input_exits_2(tmp_path, capsys, setup, fragment):
     run = tmp_path / "run"

@@ -14,7 +14,6 @@ their texts); CSV uses standard quoting; JSONL holds one object a line. The name
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer.data.labels import LabelVocabulary
-from transformer.data.text_files import iter_file_lines
+from transformer.data.text_files import iter_file_lines, json_object
 from transformer.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -136,12 +135,7 @@ def _raw_rows(
         for number, line in iter_file_lines(path):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"{path}, line {number}: not valid JSON ({err.msg})") from None
-            if not isinstance(obj, dict):
-                raise InputError(f"{path}, line {number}: expected a JSON object")
+            obj = json_object(line, path=path, number=number)
             for key in (text_column, label_column):
                 if key is not None and key not in obj:
                     raise InputError(

@@ -95,3 +95,16 @@ def read_json(path: Path, *, what: str, missing: str) -> Any:
         raise InputError(f"{path}: {missing}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InputError(f"{path}: unreadable {what} ({err})") from None
+
+
+def json_object(line: str, *, path: Path | str, number: int) -> dict[str, Any]:
+    """The JSON object on line ``number`` of ``path`` (JSON Lines files: classification data,
+    ``metrics.jsonl``); InputError naming the file and line when it is not JSON or not an object."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}, line {number}: not valid JSON ({err.msg})") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{path}, line {number}: expected a JSON object, got {type(value).__name__}")
+    return value
+

@@ -8,7 +8,6 @@ whatever is present is drawn and a panel without data says so.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.figure import Figure
 
 from transformer.config.choices import METRICS
+from transformer.data.text_files import json_object
 from transformer.errors import InputError
 from transformer.visualization.figures import new_figure, style
 
@@ -42,13 +42,7 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{path}:{number}: not JSON ({err.msg})") from None
-        if not isinstance(record, dict):
-            raise InputError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-        records.append(record)
+        records.append(json_object(line, path=path, number=number))
     return records
 
 
