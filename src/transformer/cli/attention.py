@@ -31,33 +31,24 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     if not args.sentence.strip():
         raise InputError("the sentence is empty")
     if args.max_len is not None and args.max_len < 1:
         raise InputError(f"--max-len must be positive, got {args.max_len}")
 
     from transformer.model_dir import load_model_dir
-    from transformer.visualization.figures import save_figure
-    from transformer.visualization.sentence import draw_attention, sentence_attention
+    from transformer.visualization.sentence import save_attention, sentence_attention
 
     loaded = load_model_dir(args.model, device=device(args.device))
     att = sentence_attention(loaded, args.sentence, max_len=args.max_len)
-    classifier = att.task == "classification"
-    kind = args.kind or ("encoder" if classifier else "cross")
-    out = Path(args.out or f"attention-{kind}.png")
-    figures = [(out, draw_attention(att, kind, layer=args.layer))]
-    if not classifier and kind != "alignment":
-        figures.append((out.with_name(f"{out.stem}-alignment{out.suffix}"),
-                        draw_attention(att, "alignment", layer=args.layer)))
-    files = [str(f) for path, fig in figures for f in save_figure(fig, path, svg=args.svg)]
+    kind, written = save_attention(att, args.out, kind=args.kind, layer=args.layer, svg=args.svg)
+    files = [str(f) for f in written]
     if args.json:
         emit_json({"sentence": args.sentence, "task": att.task, "kind": kind,
                    "output": att.output, "source_tokens": att.src_tokens,
                    "target_tokens": att.tgt_out_tokens, "files": files})
     else:
-        print(f"{'label' if classifier else 'translation'}: {att.output}")
+        print(f"{'label' if att.task == 'classification' else 'translation'}: {att.output}")
         for f in files:
             print(f"wrote {f}")
     return 0

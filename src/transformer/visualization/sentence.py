@@ -10,8 +10,10 @@ sentence once; with CLS pooling its first position is the CLS vector.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -153,3 +155,23 @@ def draw_attention(att: SentenceAttention, kind: str, *, layer: int | None = Non
         raise InputError(f"--layer {layer} is outside the decoder's layers 1..{n}")
     return plot_alignment(average_heads(att.cross[chosen - 1]), att.src_tokens, att.tgt_out_tokens,
                           title=f"alignment, layer {chosen} of {n}, heads averaged: {arrow}")
+
+
+def save_attention(att: SentenceAttention, out: str | os.PathLike[str] | None = None, *,
+                   kind: str | None = None, layer: int | None = None,
+                   svg: bool = False) -> tuple[str, list[Path]]:
+    """Draw and write the attention of ``att``: ``kind`` (default ``cross`` for a translation,
+    ``encoder`` for a classifier) to ``out`` (default ``attention-KIND.png``), and for a
+    translation's grid also its alignment beside it (``OUT-alignment.png``). Returns the kind drawn
+    and every file written (atomically, by :func:`~transformer.visualization.figures.save_figure`)."""
+    from transformer.visualization.figures import save_figure
+
+    classifier = att.task == "classification"
+    kind = kind or ("encoder" if classifier else "cross")
+    path = Path(out or f"attention-{kind}.png")
+    figures = [(path, draw_attention(att, kind, layer=layer))]
+    if not classifier and kind != "alignment":
+        figures.append((path.with_name(f"{path.stem}-alignment{path.suffix}"),
+                        draw_attention(att, "alignment", layer=layer)))
+    return kind, [f for target, fig in figures for f in save_figure(fig, target, svg=svg)]
+
