@@ -12,7 +12,9 @@ round of each tree counts and the table shows new / old.
 
 Benchmarks: ``decoding`` (benchmarks/decoding.py without Hugging Face and the uncached runs:
 cached greedy and beam-5 tokens/s) and ``training`` (benchmarks/train_throughput.py: tokens/s of
-our model and of ours+opts, the trainer's loss and optimizer). Prints a table and writes JSON
+our model and of ours+opts, the trainer's loss and optimizer; the "/ torch" rows are each one's
+ratio to torch.nn.Transformer timed in the same process, free of drift between processes). Prints
+a table and writes JSON
 (default benchmarks/results/compare_trees-<benchmark>.json).
 """
 
@@ -47,6 +49,8 @@ def speeds(benchmark: str, result: dict) -> dict[str, float]:
         for row in result["rows"]:
             for who in ("ours", "ours+opts"):
                 out[f"{who} d{row['d_model']} {row['precision']}"] = row[f"{who}_tokens_per_s"]
+                # against torch.nn.Transformer timed in the same process: drift-free
+                out[f"{who} d{row['d_model']} {row['precision']} / torch"] = row[f"{who}_vs_torch"]
     return out
 
 
@@ -90,9 +94,9 @@ def main() -> int:
     rows = [{"row": row, "old": best["old"][row], "new": best["new"][row],
              "new_over_old": round(best["new"][row] / best["old"][row], 3)}
             for row in best["old"] if row in best["new"]]
-    print(f"{'row':24} {'old tok/s':>10} {'new tok/s':>10} {'new/old':>8}")
+    print(f"{'row':32} {'old':>10} {'new':>10} {'new/old':>8}   (tokens/s, or a ratio)")
     for r in rows:
-        print(f"{r['row']:24} {r['old']:10.0f} {r['new']:10.0f} {r['new_over_old']:8.3f}")
+        print(f"{r['row']:32} {r['old']:10.4g} {r['new']:10.4g} {r['new_over_old']:8.3f}")
     output = args.output or (Path(tempfile.gettempdir()) if args.quick else RESULTS) / \
         f"compare_trees-{args.benchmark}.json"
     output.parent.mkdir(parents=True, exist_ok=True)

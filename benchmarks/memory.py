@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,11 +98,13 @@ def main() -> None:
     print()
     for r in results:
         print(r["command"])
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
+    # a smoke run never overwrites the real figures
+    output = Path(tempfile.gettempdir()) / "memory_quick.json" if args.quick else RESULTS
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({
         "device": args.device, "machine": platform.platform(), "torch": torch.__version__,
         "threads": args.threads, "rows": results}, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {RESULTS}")
+    print(f"\nwrote {output}")
 
 
 if __name__ == "__main__":
