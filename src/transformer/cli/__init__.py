@@ -21,6 +21,7 @@ from transformer.cli import (
     classify,
     demo,
     evaluate,
+    export,
     memory,
     plot,
     train,
@@ -30,7 +31,8 @@ from transformer.cli import (
 from transformer.cli.common import emit_json
 from transformer.errors import InputError
 
-VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average)
+VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average,
+         export)
 
 __all__ = ["build_parser", "emit_json", "main"]
 

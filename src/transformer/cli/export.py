@@ -1,0 +1,40 @@
+"""``transformer export ctranslate2``: our model directory -> another engine's model directory."""
+
+from __future__ import annotations
+
+import argparse
+
+from transformer.cli.common import add_json, emit_json
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="write a model directory in another engine's format (CTranslate2)",
+        description="Convert a translation model directory for deployment elsewhere.",
+    )
+    formats = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    c = formats.add_parser(
+        "ctranslate2", help="a CTranslate2 directory (model.bin and vocabularies)",
+        description="Write the model through CTranslate2's own TransformerSpec: the directory "
+        "loads with ctranslate2.Translator(DIR) and decodes as ours does (the same greedy output; "
+        "see the README for beam search). --quantization int8 stores int8 weights.",
+    )
+    c.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory (ours)")
+    c.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")
+    c.add_argument("--quantization", metavar="TYPE",
+                   help="int8, int8_float32, int16, float16, bfloat16, ... (default: float32)")
+    add_json(c)
+    c.set_defaults(handler=run_ctranslate2)
+
+
+def run_ctranslate2(args: argparse.Namespace) -> int:
+    from transformer.convert.ctranslate2 import export_ctranslate2
+
+    out = export_ctranslate2(args.model, args.out, quantization=args.quantization)
+    summary = {"format": "ctranslate2", "out": str(out),
+               "quantization": args.quantization or "float32"}
+    if args.json:
+        emit_json(summary)
+    else:
+        print(f"wrote a CTranslate2 model ({summary['quantization']}) to {out}")
+    return 0

@@ -1,0 +1,194 @@
+"""Our model -> a CTranslate2 model directory, through CTranslate2's own ``TransformerSpec``.
+
+CTranslate2 (the fastest CPU engine for this architecture, with int8) describes a Transformer by
+a spec whose fields are filled with numpy arrays; ``spec.save`` then writes ``model.bin`` and the
+vocabularies. The mapping from our modules:
+
+| ours                                       | CTranslate2 spec                                 |
+| ------------------------------------------ | ------------------------------------------------ |
+| ``src_embed.token.weight`` (x sqrt(D))     | ``encoder.embeddings[0].weight``, ``scale_embeddings`` |
+| the sinusoidal (or learned) position table | ``{encoder,decoder}.position_encodings.encodings`` |
+| self-attention ``qkv_proj`` / ``out_proj`` | ``self_attention.linear[0]`` / ``linear[2]``     |
+| cross-attention ``q_proj``, ``kv_proj``    | ``attention.linear[0]``, ``linear[1]``           |
+| ``norm1/2/3`` (post-LN: after each residual; pre-LN: before each sub-layer) | the sub-layers' ``layer_norm`` |
+| ``feed_forward.linear1/linear2``           | ``ffn.linear_0`` / ``linear_1``                  |
+| ``output_projection``                      | ``decoder.projection``                           |
+
+The position table is written out, not left to CTranslate2: its built-in table puts all sines
+before all cosines, while the paper interleaves them (section 3.5).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from transformer.errors import InputError
+from transformer.model.transformer import Transformer
+
+# our activation name -> CTranslate2's Activation member name
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}
+QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16",
+                 "int8_bfloat16")
+
+
+def _require_ctranslate2() -> Any:
+    try:
+        import ctranslate2
+    except ImportError:  # pragma: no cover - the convert extra installs it
+        raise InputError("CTranslate2 is not installed: pip install 'transformer[convert]'") from None
+    return ctranslate2
+
+
+def _array(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy().copy()
+
+
+def _linear(spec: Any, module: nn.Linear) -> None:
+    spec.weight = _array(module.weight)
+    if module.bias is not None:
+        spec.bias = _array(module.bias)
+
+
+def _norm(spec: Any, module: nn.LayerNorm) -> None:
+    spec.gamma = _array(module.weight)
+    spec.beta = _array(module.bias)
+
+
+def _positions(embeddings: nn.Module) -> np.ndarray:
+    """The (max_len, D) table our embedding adds: the sinusoidal buffer or learned weights."""
+    position = embeddings.position
+    table = getattr(position, "table", None)
+    if table is None:
+        table = position.weight if hasattr(position, "weight") else position.embedding.weight
+    return _array(table)
+
+
+def _layer(spec: Any, layer: nn.Module, *, cross: bool) -> None:
+    """One encoder (``cross=False``) or decoder layer's weights."""
+    _linear(spec.self_attention.linear[0], layer.self_attn.qkv_proj)
+    _linear(spec.self_attention.linear[1], layer.self_attn.out_proj)
+    _norm(spec.self_attention.layer_norm, layer.norm1)
+    ffn_norm = layer.norm2
+    if cross:
+        _linear(spec.attention.linear[0], layer.cross_attn.q_proj)
+        _linear(spec.attention.linear[1], layer.cross_attn.kv_proj)
+        _linear(spec.attention.linear[2], layer.cross_attn.out_proj)
+        _norm(spec.attention.layer_norm, layer.norm2)
+        ffn_norm = layer.norm3
+    _norm(spec.ffn.layer_norm, ffn_norm)
+    _linear(spec.ffn.linear_0, layer.feed_forward.linear1)
+    _linear(spec.ffn.linear_1, layer.feed_forward.linear2)
+
+
+def _check_exportable(model: Transformer) -> None:
+    activation = model.config.activation
+    if activation not in ACTIVATIONS:
+        raise InputError(f"activation {activation!r} has no CTranslate2 equivalent "
+                         f"(supported: {', '.join(ACTIVATIONS)})")
+
+
+def ctranslate2_spec(model: Transformer, *, source_vocabulary: Sequence[str],
+                     target_vocabulary: Sequence[str]) -> Any:
+    """The ``ctranslate2.specs.TransformerSpec`` of ``model`` (weights copied as float32).
+
+    ``source_vocabulary``/``target_vocabulary`` are the pieces of ids 0..V-1 (their sizes must be
+    the model's); the special pieces must be ``<unk>``, ``<s>`` and ``</s>`` as in our tokenizers.
+    """
+    _require_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    _check_exportable(model)
+    config = model.config
+    for side, vocabulary, size in (("source", source_vocabulary, config.src_vocab_size),
+                                   ("target", target_vocabulary, config.tgt_vocab_size)):
+        if len(vocabulary) != size:
+            raise InputError(f"the {side} vocabulary has {len(vocabulary)} pieces but the model "
+                             f"has {size} embeddings")
+    spec = transformer_spec.TransformerSpec.from_config(
+        (config.num_encoder_layers, config.num_decoder_layers),
+        config.num_heads,
+        pre_norm=config.norm_first,
+        activation=getattr(common_spec.Activation, ACTIVATIONS[config.activation]),
+    )
+    encoder, decoder = spec.encoder, spec.decoder
+    encoder.embeddings[0].weight = _array(model.src_embed.token.weight)
+    decoder.embeddings.weight = _array(model.tgt_embed.token.weight)
+    encoder.scale_embeddings = decoder.scale_embeddings = True  # x sqrt(d_model), section 3.4
+    encoder.position_encodings.encodings = _positions(model.src_embed)
+    decoder.position_encodings.encodings = _positions(model.tgt_embed)
+    for layer_spec, layer in zip(encoder.layer, model.encoder.layers, strict=True):
+        _layer(layer_spec, layer, cross=False)
+    for layer_spec, layer in zip(decoder.layer, model.decoder.layers, strict=True):
+        _layer(layer_spec, layer, cross=True)
+    if config.norm_first:  # pre-LN ends each stack with a LayerNorm
+        _norm(encoder.layer_norm, model.encoder.norm)
+        _norm(decoder.layer_norm, model.decoder.norm)
+    _linear(decoder.projection, model.output_projection)
+    spec.config.layer_norm_epsilon = config.layer_norm_eps
+    spec.register_source_vocabulary(list(source_vocabulary))
+    spec.register_target_vocabulary(list(target_vocabulary))
+    return spec
+
+
+def save_ctranslate2(model: Transformer, out_dir: str | os.PathLike[str], *,
+                     source_vocabulary: Sequence[str], target_vocabulary: Sequence[str],
+                     quantization: str | None = None) -> Path:
+    """Write ``model`` as a CTranslate2 directory (``model.bin``, ``config.json``, vocabularies)
+    that ``ctranslate2.Translator(out_dir)`` loads; ``quantization`` (e.g. ``"int8"``) is applied
+    to the weights as CTranslate2's converters do. The directory is written beside and renamed
+    into place, so a failure leaves no half-written model."""
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise InputError(f"unknown quantization {quantization!r}; choose from "
+                         f"{', '.join(QUANTIZATIONS)}")
+    spec = ctranslate2_spec(model, source_vocabulary=source_vocabulary,
+                            target_vocabulary=target_vocabulary)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    return _save_directory(spec, Path(out_dir))
+
+
+def _save_directory(spec: Any, out: Path) -> Path:
+    import shutil
+    import tempfile
+
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"{out}: exists and is not an empty directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        spec.save(str(tmp))
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def vocabulary(tokenizer: Any) -> list[str]:
+    """The pieces of a tokenizer's ids 0..V-1."""
+    return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+
+
+def export_ctranslate2(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                       quantization: str | None = None) -> Path:
+    """Export a translation model directory (ours) to a CTranslate2 directory."""
+    from transformer.model_dir import load_model_dir
+
+    loaded = load_model_dir(run_dir)
+    if not isinstance(loaded.model, Transformer):
+        raise InputError(f"{run_dir}: is a {type(loaded.model).__name__}, not a translation model")
+    return save_ctranslate2(loaded.model, out_dir,
+                            source_vocabulary=vocabulary(loaded.src_tokenizer),
+                            target_vocabulary=vocabulary(loaded.tgt_tokenizer),
+                            quantization=quantization)
