@@ -22,6 +22,7 @@ from transformer.cli import (
     demo,
     evaluate,
     export,
+    imports,
     memory,
     plot,
     train,
@@ -32,7 +33,7 @@ from transformer.cli.common import emit_json
 from transformer.errors import InputError
 
 VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average,
-         export)
+         imports, export)
 
 __all__ = ["build_parser", "emit_json", "main"]
 

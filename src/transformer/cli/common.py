@@ -39,7 +39,7 @@ MODEL_FLAGS: tuple[Flag, ...] = (
      "dropout inside the feed-forward network (paper: 0)", ()),
     ("--max-len", "model.max_len", int, f"model positions: longest sequence in tokens {_PRESET}",
      ()),
-    ("--activation", "model.activation", ACTIVATIONS, "relu (paper) or gelu", ()),
+    ("--activation", "model.activation", ACTIVATIONS, "relu (paper), gelu or silu (swish)", ()),
     ("--positional", "model.positional", POSITIONAL, "sinusoidal (paper) or learned", ()),
     ("--norm-first", "model.norm_first", "store_true", "pre-LN instead of the paper's post-LN", ()),
     ("--share-embeddings", "model.share_embeddings", "store_true",

@@ -6,8 +6,11 @@ Plain tuples (no torch import), so the command line can offer them as ``choices`
 from __future__ import annotations
 
 # model (ModelConfig, TransformerClassifier)
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = ("relu", "gelu", "silu")  # silu = swish (Marian)
 POSITIONAL = ("sinusoidal", "learned")
+# the sinusoidal table: sin/cos interleaved (the paper, eq. in 3.5) or all sines then all cosines
+# (tensor2tensor, Marian)
+POSITIONAL_LAYOUTS = ("interleaved", "halves")
 POOLING = ("mean", "cls")
 PRESETS = ("tiny", "small", "base", "big")
 

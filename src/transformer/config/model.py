@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from transformer.config.choices import ACTIVATIONS, POSITIONAL, check_choice
+from transformer.config.choices import ACTIVATIONS, POSITIONAL, POSITIONAL_LAYOUTS, check_choice
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,8 @@ class ModelConfig:
     Every deviation from the paper is a flag whose default is the paper's choice: post-LN
     (``norm_first=False``), ReLU, sinusoidal positions, separate embeddings, no dropout on attention
     weights or inside the feed-forward network (the paper applies dropout to each sub-layer output
-    and to the embedding sums only).
+    and to the embedding sums only), the sinusoidal table with sines and cosines interleaved
+    (``positional_layout="halves"``: all sines, then all cosines, as Marian/OPUS-MT models have).
     """
 
     src_vocab_size: int
@@ -38,6 +39,7 @@ class ModelConfig:
     norm_first: bool = False
     activation: str = "relu"
     positional: str = "sinusoidal"
+    positional_layout: str = "interleaved"
     share_embeddings: bool = False
     tie_embeddings: bool = False
     layer_norm_eps: float = 1e-5
@@ -69,6 +71,7 @@ class ModelConfig:
             )
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("positional", self.positional, POSITIONAL)
+        check_choice("positional_layout", self.positional_layout, POSITIONAL_LAYOUTS)
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 "share_embeddings needs one vocabulary: "

@@ -1,6 +1,7 @@
 """Converters between our model directory and other engines' formats.
 
 - :mod:`transformer.convert.ctranslate2`: ours -> CTranslate2 (``TransformerSpec``, fp32 or int8).
+- :mod:`transformer.convert.marian`: a Hugging Face MarianMT (OPUS-MT) directory -> ours.
 """
 
 from transformer.convert.ctranslate2 import (
@@ -8,5 +9,6 @@ from transformer.convert.ctranslate2 import (
     export_ctranslate2,
     save_ctranslate2,
 )
+from transformer.convert.marian import import_marian
 
-__all__ = ["ctranslate2_spec", "export_ctranslate2", "save_ctranslate2"]
+__all__ = ["ctranslate2_spec", "export_ctranslate2", "import_marian", "save_ctranslate2"]

@@ -8,6 +8,8 @@ On disk (the model directory's ``tokenizer/`` folder)::
 
     tokenizer.json      {"format_version": 1, "joint": true, "src": "joint.model", "tgt": "joint.model", ...}
     joint.model         or src.model and tgt.model: SentencePiece model protos
+    vocab.json          only for models imported from Marian: ids from one vocabulary list, two
+                        segmenters (:class:`~transformer.data.vocab_tokenizer.VocabTokenizer`)
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from typing import Any
 from transformer.atomic import atomic_write_bytes
 from transformer.data.text_files import read_json
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from transformer.data.vocab_tokenizer import VocabTokenizer, read_vocabulary, save_vocabulary
 from transformer.errors import InputError
 
 FORMAT_VERSION = 1
 INDEX_FILE = "tokenizer.json"
+VOCAB_FILE = "vocab.json"
 
 def train_tokenizers(
     src_texts: Iterable[str],
@@ -72,10 +76,19 @@ def save_tokenizers(
             "src": src_tok.save(directory, "src").name,
             "tgt": tgt_tok.save(directory, "tgt").name,
         }
+    mapped = {}
+    if isinstance(src_tok, VocabTokenizer) or isinstance(tgt_tok, VocabTokenizer):
+        if not (isinstance(src_tok, VocabTokenizer) and isinstance(tgt_tok, VocabTokenizer)
+                and src_tok.vocabulary == tgt_tok.vocabulary):
+            raise ValueError("vocabulary-mapped tokenizers are saved in pairs over one vocabulary")
+        save_vocabulary(src_tok.vocabulary, directory / VOCAB_FILE)
+        mapped = {"vocabulary": VOCAB_FILE, "src_append_eos": src_tok.append_eos,
+                  "tgt_append_eos": tgt_tok.append_eos}
     index = {
         "format_version": FORMAT_VERSION,
         "joint": joint,
         **files,
+        **mapped,
         "src_vocab_size": src_tok.vocab_size,
         "tgt_vocab_size": tgt_tok.vocab_size,
         "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
@@ -113,7 +126,29 @@ def load_tokenizers(directory: str | os.PathLike[str]) -> tuple[Tokenizer, Token
             raise InputError(
                 f"{index_path}: {key} model name {index[key]!r} is not a plain file name"
             )
+    if "vocabulary" in index:
+        return _load_mapped(directory, index, index_path)
     src_tok = Tokenizer.load(directory / index["src"])
     if index["tgt"] == index["src"]:
         return src_tok, src_tok
     return src_tok, Tokenizer.load(directory / index["tgt"])
+
+
+def _load_mapped(directory: Path, index: dict, index_path: Path) -> tuple[Any, Any]:
+    """The two :class:`VocabTokenizer` of an imported model: one vocabulary, two segmenters."""
+    name = index["vocabulary"]
+    if not isinstance(name, str) or Path(name).name != name:
+        raise InputError(f"{index_path}: vocabulary {name!r} is not a plain file name")
+    vocabulary = read_vocabulary(directory / name)
+    pair = []
+    for side in ("src", "tgt"):
+        path = directory / index[side]
+        try:
+            proto = path.read_bytes()
+        except OSError:
+            raise InputError(f"{path}: tokenizer model not found or unreadable") from None
+        append_eos = index.get(f"{side}_append_eos", False)
+        if not isinstance(append_eos, bool):
+            raise InputError(f"{index_path}: {side}_append_eos must be true or false")
+        pair.append(VocabTokenizer(proto, vocabulary, append_eos=append_eos, source=str(path)))
+    return pair[0], pair[1]

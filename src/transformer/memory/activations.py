@@ -42,7 +42,7 @@ def residual_mask(config: ModelConfig, by: ElementBytes) -> int:
 def ffn_bytes(config: ModelConfig, tokens: int, by: ElementBytes) -> int:
     """What the feed-forward network saves beyond its input: the activation's output (and its
     input for GELU), plus a mask and the dropped tensor with ``activation_dropout``."""
-    per = by.act * (2 if config.activation == "gelu" else 1)
+    per = by.act * (2 if config.activation in ("gelu", "silu") else 1)  # both keep their input
     if config.activation_dropout > 0:
         per += by.mask16 + by.act
     return tokens * config.d_ff * per

@@ -40,12 +40,16 @@ class Embeddings(nn.Module):
     """The input of each stack: dropout(token embedding * sqrt(D) + positional encoding)."""
 
     def __init__(
-        self, *, token: TokenEmbedding, d_model: int, max_len: int, positional: str, dropout: float
+        self, *, token: TokenEmbedding, d_model: int, max_len: int, positional: str, dropout: float,
+        positional_layout: str = "interleaved",
     ) -> None:
         super().__init__()
         self.token = token
-        encoding = {"sinusoidal": SinusoidalPositionalEncoding, "learned": LearnedPositionalEncoding}
-        self.position = encoding[positional](d_model=d_model, max_len=max_len)
+        if positional == "sinusoidal":
+            self.position = SinusoidalPositionalEncoding(d_model=d_model, max_len=max_len,
+                                                         layout=positional_layout)
+        else:
+            self.position = LearnedPositionalEncoding(d_model=d_model, max_len=max_len)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, tokens: Tensor, *, offset: int = 0, prefix: Tensor | None = None) -> Tensor:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-ACTIVATION = {"relu": nn.ReLU, "gelu": nn.GELU}
+ACTIVATION = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
 
 
 class PositionwiseFeedForward(nn.Module):

@@ -43,6 +43,7 @@ def build_embeddings(config: ModelConfig, token: TokenEmbedding) -> Embeddings:
         d_model=config.d_model,
         max_len=config.max_len,
         positional=config.positional,
+        positional_layout=config.positional_layout,
         dropout=config.dropout,
     )
 

@@ -1,0 +1,253 @@
+"""A Hugging Face MarianMT (OPUS-MT) directory -> our model directory.
+
+Marian models are the paper's post-LN Transformer with a few variations, each of which maps onto
+an option of ours:
+
+| Marian                                        | ours                                            |
+| --------------------------------------------- | ----------------------------------------------- |
+| sinusoids laid out as all sines, then cosines | ``ModelConfig.positional_layout="halves"``      |
+| ``activation_function="swish"``               | ``activation="silu"``                           |
+| ``final_logits_bias``                         | the bias of ``output_projection``               |
+| ``source.spm``/``target.spm`` + ``vocab.json``| two :class:`VocabTokenizer` over one vocabulary |
+| the source ends with ``</s>``                 | the source tokenizer's ``append_eos``           |
+| the decoder starts with the pad token         | our BOS row holds Marian's pad embedding         |
+
+Our special ids come first (PAD 0, UNK 1, BOS 2, EOS 3) and Marian's other pieces follow in
+Marian's order. Marian has no BOS: it starts the decoder with its pad token, whose embedding we
+copy into both our PAD row (masked out wherever it pads) and our BOS row (the decoder's first
+input). The BOS row of the output layer gets a bias of -1e9 so that it is never predicted and
+adds nothing to the softmax: every other token's logit and log-probability are Marian's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer.config import ModelConfig
+from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
+from transformer.data.vocab_tokenizer import VocabTokenizer
+from transformer.errors import InputError
+from transformer.model.transformer import Transformer
+
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}
+NEVER = -1e9  # the logit bias of our BOS row: exp(NEVER - anything reasonable) == 0 in float32
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing ({what})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not valid JSON ({type(err).__name__})") from None
+
+
+def _field(config: dict, name: str, kind: type, path: Path) -> Any:
+    value = config.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise InputError(f"{path}: field {name!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def model_config(config: dict, path: Path, vocab_size: int) -> ModelConfig:
+    """Our ModelConfig for a MarianConfig dict; InputError naming what we do not support."""
+    def need(condition: bool, what: str) -> None:
+        if not condition:
+            raise InputError(f"{path}: {what} is not supported")
+
+    need(config.get("model_type") == "marian", f"model_type {config.get('model_type')!r} (want marian)")
+    heads = _field(config, "encoder_attention_heads", int, path)
+    need(config.get("decoder_attention_heads") == heads, "different encoder and decoder heads")
+    d_ff = _field(config, "encoder_ffn_dim", int, path)
+    need(config.get("decoder_ffn_dim") == d_ff, "different encoder and decoder d_ff")
+    activation = config.get("activation_function", "swish")
+    need(activation in ACTIVATIONS, f"activation_function {activation!r}")
+    need(config.get("scale_embedding", False) is True, "scale_embedding false (we scale by sqrt(d))")
+    need(not config.get("normalize_before", False), "normalize_before (pre-LN Marian)")
+    need(not config.get("normalize_embedding", False), "normalize_embedding")
+    need(not config.get("add_final_layer_norm", False), "add_final_layer_norm")
+    need(config.get("share_encoder_decoder_embeddings", True) is True,
+         "separate source and target vocabularies (share_encoder_decoder_embeddings false)")
+    decoder_vocab = config.get("decoder_vocab_size") or config.get("vocab_size")
+    need(decoder_vocab == config.get("vocab_size"), "a decoder vocabulary of another size")
+    need(config.get("decoder_start_token_id") == config.get("pad_token_id"),
+         "a decoder start token other than the pad token")
+    return ModelConfig(
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
+        d_model=_field(config, "d_model", int, path),
+        num_heads=heads,
+        num_encoder_layers=_field(config, "encoder_layers", int, path),
+        num_decoder_layers=_field(config, "decoder_layers", int, path),
+        d_ff=d_ff,
+        dropout=float(config.get("dropout", 0.1)),
+        attention_dropout=float(config.get("attention_dropout", 0.0)),
+        activation_dropout=float(config.get("activation_dropout", 0.0)),
+        max_len=_field(config, "max_position_embeddings", int, path),
+        pad_id=PAD_ID,
+        activation=ACTIVATIONS[activation],
+        positional="sinusoidal",
+        positional_layout="halves",
+        share_embeddings=True,
+        tie_embeddings=bool(config.get("tie_word_embeddings", True)),
+    )
+
+
+def read_weights(directory: Path) -> dict[str, torch.Tensor]:
+    """``model.safetensors`` or ``pytorch_model.bin`` (loaded with ``weights_only=True``)."""
+    safetensors_path = directory / "model.safetensors"
+    if safetensors_path.exists():
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(safetensors_path))
+        except (SafetensorError, OSError) as err:
+            raise InputError(f"{safetensors_path}: unreadable ({str(err).splitlines()[0]})") from None
+    bin_path = directory / "pytorch_model.bin"
+    if not bin_path.exists():
+        raise InputError(f"{directory}: neither model.safetensors nor pytorch_model.bin")
+    try:
+        state = torch.load(bin_path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure is a bad file
+        raise InputError(f"{bin_path}: unreadable ({type(err).__name__})") from None
+    if not isinstance(state, dict):
+        raise InputError(f"{bin_path}: not a state dict")
+    return state
+
+
+def vocabulary_order(marian_vocab: dict[str, int], *, pad_id: int, eos_id: int,
+                     path: Path) -> tuple[list[str], list[int]]:
+    """(our vocabulary, Marian's id for each of our ids). Our BOS takes Marian's pad row."""
+    by_id = sorted(marian_vocab.items(), key=lambda item: item[1])
+    ids = [i for _, i in by_id]
+    if ids != list(range(len(ids))):
+        raise InputError(f"{path}: ids are not 0..{len(ids) - 1}")
+    unk = marian_vocab.get("<unk>")
+    if unk is None:
+        raise InputError(f"{path}: no <unk> piece")
+    specials = {pad_id, eos_id, unk}
+    rest = [(piece, i) for piece, i in by_id if i not in specials]
+    clash = [p for p, _ in rest if p in SPECIAL_PIECES.values()]
+    if clash:
+        raise InputError(f"{path}: piece {clash[0]!r} is a special piece of ours")
+    ours = [SPECIAL_PIECES[k] for k in ("pad", "unk", "bos", "eos")] + [p for p, _ in rest]
+    source_ids = [pad_id, unk, pad_id, eos_id] + [i for _, i in rest]
+    return ours, source_ids
+
+
+def _take(state: dict[str, torch.Tensor], name: str, path: Path) -> torch.Tensor:
+    for key in (name, f"model.{name}"):
+        if key in state:
+            return state[key].float()
+    raise InputError(f"{path}: weight {name!r} is missing")
+
+
+def convert_state(state: dict[str, torch.Tensor], config: ModelConfig, order: list[int],
+                  path: Path) -> dict[str, torch.Tensor]:
+    """Marian's weights (HF names) as our model's state dict."""
+    index = torch.tensor(order)
+
+    def get(name: str) -> torch.Tensor:
+        return _take(state, name, path)
+
+    def linear(ours: str, *theirs: str) -> None:
+        out[f"{ours}.weight"] = torch.cat([get(f"{t}.weight") for t in theirs])
+        out[f"{ours}.bias"] = torch.cat([get(f"{t}.bias") for t in theirs])
+
+    def norm(ours: str, theirs: str) -> None:
+        out[f"{ours}.weight"], out[f"{ours}.bias"] = get(f"{theirs}.weight"), get(f"{theirs}.bias")
+
+    out: dict[str, torch.Tensor] = {}
+    embedding = get("shared.weight")[index]  # (V', D): rows in our order
+    out["src_embed.token.weight"] = embedding
+    out["tgt_embed.token.weight"] = embedding
+    for i in range(config.num_encoder_layers):
+        m, o = f"encoder.layers.{i}", f"encoder.layers.{i}"
+        linear(f"{o}.self_attn.qkv_proj", *(f"{m}.self_attn.{p}_proj" for p in "qkv"))
+        linear(f"{o}.self_attn.out_proj", f"{m}.self_attn.out_proj")
+        norm(f"{o}.norm1", f"{m}.self_attn_layer_norm")
+        linear(f"{o}.feed_forward.linear1", f"{m}.fc1")
+        linear(f"{o}.feed_forward.linear2", f"{m}.fc2")
+        norm(f"{o}.norm2", f"{m}.final_layer_norm")
+    for i in range(config.num_decoder_layers):
+        m, o = f"decoder.layers.{i}", f"decoder.layers.{i}"
+        linear(f"{o}.self_attn.qkv_proj", *(f"{m}.self_attn.{p}_proj" for p in "qkv"))
+        linear(f"{o}.self_attn.out_proj", f"{m}.self_attn.out_proj")
+        norm(f"{o}.norm1", f"{m}.self_attn_layer_norm")
+        linear(f"{o}.cross_attn.q_proj", f"{m}.encoder_attn.q_proj")
+        linear(f"{o}.cross_attn.kv_proj", f"{m}.encoder_attn.k_proj", f"{m}.encoder_attn.v_proj")
+        linear(f"{o}.cross_attn.out_proj", f"{m}.encoder_attn.out_proj")
+        norm(f"{o}.norm2", f"{m}.encoder_attn_layer_norm")
+        linear(f"{o}.feed_forward.linear1", f"{m}.fc1")
+        linear(f"{o}.feed_forward.linear2", f"{m}.fc2")
+        norm(f"{o}.norm3", f"{m}.final_layer_norm")
+    if config.tie_embeddings:
+        out["output_projection.weight"] = embedding
+    else:
+        lm_head = state.get("lm_head.weight")
+        if lm_head is None:
+            raise InputError(f"{path}: weight 'lm_head.weight' is missing")
+        out["output_projection.weight"] = lm_head.float()[index]
+    bias = state.get("final_logits_bias", state.get("model.final_logits_bias"))
+    bias = torch.zeros(len(order)) if bias is None else bias.float().reshape(-1)[index].clone()
+    bias[BOS_ID] = NEVER
+    out["output_projection.bias"] = bias
+    return out
+
+
+def import_marian(directory: str | os.PathLike[str], run_dir: str | os.PathLike[str]) -> dict:
+    """Convert a MarianMT directory into our model directory ``run_dir``; returns a summary."""
+    from transformer.model_dir import load_weights, save_model_dir
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"{directory}: not a directory")
+    config_path = directory / "config.json"
+    marian = _read_json(config_path, "the model's config.json")
+    if not isinstance(marian, dict):
+        raise InputError(f"{config_path}: not a JSON object")
+    vocab_path = directory / "vocab.json"
+    vocab = _read_json(vocab_path, "the shared vocabulary")
+    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+        raise InputError(f"{vocab_path}: must map pieces to integer ids")
+    if len(vocab) != marian.get("vocab_size"):
+        raise InputError(f"{vocab_path}: {len(vocab)} pieces, config.json says vocab_size "
+                         f"{marian.get('vocab_size')}")
+    pad, eos = marian.get("pad_token_id"), marian.get("eos_token_id")
+    vocabulary, order = vocabulary_order(vocab, pad_id=pad, eos_id=eos, path=vocab_path)
+    config = model_config(marian, config_path, len(vocabulary))
+    state = convert_state(read_weights(directory), config, order, directory)
+    model = Transformer(config)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {"tgt_embed.token.weight", "output_projection.weight"}
+    if [m for m in missing if m not in tied] or unexpected:
+        raise InputError(f"{directory}: weights do not fit (missing {missing[:3]}, unexpected "
+                         f"{unexpected[:3]})")
+    tokenizers = []
+    for side, append_eos in (("source", True), ("target", False)):
+        spm_path = directory / f"{side}.spm"
+        try:
+            proto = spm_path.read_bytes()
+        except OSError:
+            raise InputError(f"{spm_path}: missing or unreadable") from None
+        tokenizers.append(VocabTokenizer(proto, vocabulary, append_eos=append_eos,
+                                         source=str(spm_path)))
+    run_dir = Path(run_dir)
+    extra = {"training": {"decode_max_len_a": 1.5, "decode_max_len_b": 10},
+             "imported_from": {"format": "marian", "path": str(directory.resolve())}}
+    save_model_dir(run_dir, model, config=extra, src_tokenizer=tokenizers[0],
+                   tgt_tokenizer=tokenizers[1])
+    load_weights(Transformer(config), run_dir / "model.safetensors")  # it reads back
+    return {"out": str(run_dir), "parameters": model.num_parameters(),
+            "vocab_size": len(vocabulary), "layers": [config.num_encoder_layers,
+                                                      config.num_decoder_layers],
+            "activation": config.activation}
+
+
+__all__ = ["UNK_ID", "EOS_ID", "import_marian", "model_config", "vocabulary_order"]
