@@ -9,7 +9,7 @@ from transformer.cli.common import add_json, emit_json
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "export", help="write a model directory in another engine's format (CTranslate2)",
+        "export", help="write a model directory in another engine's format (CTranslate2, Hugging Face)",
         description="Convert a translation model directory for deployment elsewhere.",
     )
     formats = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
@@ -25,6 +25,16 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="int8, int8_float32, int16, float16, bfloat16, ... (default: float32)")
     add_json(c)
     c.set_defaults(handler=run_ctranslate2)
+    h = formats.add_parser(
+        "huggingface", help="a Hugging Face MarianMT directory",
+        description="Write a MarianMT directory that MarianMTModel.from_pretrained and "
+        "MarianTokenizer load, with the same logits as ours (post-LN models with shared "
+        "embeddings and sinusoidal positions; anything else is refused).",
+    )
+    h.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory (ours)")
+    h.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")
+    add_json(h)
+    h.set_defaults(handler=run_huggingface)
 
 
 def run_ctranslate2(args: argparse.Namespace) -> int:
@@ -37,4 +47,15 @@ def run_ctranslate2(args: argparse.Namespace) -> int:
         emit_json(summary)
     else:
         print(f"wrote a CTranslate2 model ({summary['quantization']}) to {out}")
+    return 0
+
+
+def run_huggingface(args: argparse.Namespace) -> int:
+    from transformer.convert.huggingface import export_huggingface
+
+    out = export_huggingface(args.model, args.out)
+    if args.json:
+        emit_json({"format": "huggingface", "out": str(out)})
+    else:
+        print(f"wrote a MarianMT model to {out}")
     return 0

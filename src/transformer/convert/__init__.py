@@ -2,6 +2,7 @@
 
 - :mod:`transformer.convert.ctranslate2`: ours -> CTranslate2 (``TransformerSpec``, fp32 or int8).
 - :mod:`transformer.convert.marian`: a Hugging Face MarianMT (OPUS-MT) directory -> ours.
+- :mod:`transformer.convert.huggingface`: ours -> a MarianMT directory (``from_pretrained``).
 """
 
 from transformer.convert.ctranslate2 import (
@@ -9,6 +10,8 @@ from transformer.convert.ctranslate2 import (
     export_ctranslate2,
     save_ctranslate2,
 )
+from transformer.convert.huggingface import export_huggingface
 from transformer.convert.marian import import_marian
 
-__all__ = ["ctranslate2_spec", "export_ctranslate2", "import_marian", "save_ctranslate2"]
+__all__ = ["ctranslate2_spec", "export_ctranslate2", "export_huggingface", "import_marian",
+           "save_ctranslate2"]

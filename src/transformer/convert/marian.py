@@ -10,7 +10,7 @@ an option of ours:
 | ``final_logits_bias``                         | the bias of ``output_projection``               |
 | ``source.spm``/``target.spm`` + ``vocab.json``| two :class:`VocabTokenizer` over one vocabulary |
 | the source ends with ``</s>``                 | the source tokenizer's ``append_eos``           |
-| the decoder starts with the pad token         | our BOS row holds Marian's pad embedding         |
+| the decoder starts with the pad token         | our BOS row holds Marian's start-token row       |
 
 Our special ids come first (PAD 0, UNK 1, BOS 2, EOS 3) and Marian's other pieces follow in
 Marian's order. Marian has no BOS: it starts the decoder with its pad token, whose embedding we
@@ -75,8 +75,6 @@ def model_config(config: dict, path: Path, vocab_size: int) -> ModelConfig:
          "separate source and target vocabularies (share_encoder_decoder_embeddings false)")
     decoder_vocab = config.get("decoder_vocab_size") or config.get("vocab_size")
     need(decoder_vocab == config.get("vocab_size"), "a decoder vocabulary of another size")
-    need(config.get("decoder_start_token_id") == config.get("pad_token_id"),
-         "a decoder start token other than the pad token")
     return ModelConfig(
         src_vocab_size=vocab_size,
         tgt_vocab_size=vocab_size,
@@ -121,9 +119,10 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def vocabulary_order(marian_vocab: dict[str, int], *, pad_id: int, eos_id: int,
+def vocabulary_order(marian_vocab: dict[str, int], *, pad_id: int, eos_id: int, start_id: int,
                      path: Path) -> tuple[list[str], list[int]]:
-    """(our vocabulary, Marian's id for each of our ids). Our BOS takes Marian's pad row."""
+    """(our vocabulary, Marian's id for each of our ids). Our BOS takes the row of Marian's
+    decoder start token: its pad token (then the row is used twice), or its own ``<s>``."""
     by_id = sorted(marian_vocab.items(), key=lambda item: item[1])
     ids = [i for _, i in by_id]
     if ids != list(range(len(ids))):
@@ -131,13 +130,17 @@ def vocabulary_order(marian_vocab: dict[str, int], *, pad_id: int, eos_id: int,
     unk = marian_vocab.get("<unk>")
     if unk is None:
         raise InputError(f"{path}: no <unk> piece")
-    specials = {pad_id, eos_id, unk}
+    for name, i in (("pad_token_id", pad_id), ("eos_token_id", eos_id),
+                    ("decoder_start_token_id", start_id)):
+        if not isinstance(i, int) or not 0 <= i < len(ids):
+            raise InputError(f"{path.parent / 'config.json'}: {name} {i!r} is not in the vocabulary")
+    specials = {pad_id, eos_id, unk, start_id}
     rest = [(piece, i) for piece, i in by_id if i not in specials]
     clash = [p for p, _ in rest if p in SPECIAL_PIECES.values()]
     if clash:
         raise InputError(f"{path}: piece {clash[0]!r} is a special piece of ours")
     ours = [SPECIAL_PIECES[k] for k in ("pad", "unk", "bos", "eos")] + [p for p, _ in rest]
-    source_ids = [pad_id, unk, pad_id, eos_id] + [i for _, i in rest]
+    source_ids = [pad_id, unk, start_id, eos_id] + [i for _, i in rest]
     return ours, source_ids
 
 
@@ -196,7 +199,8 @@ def convert_state(state: dict[str, torch.Tensor], config: ModelConfig, order: li
         out["output_projection.weight"] = lm_head.float()[index]
     bias = state.get("final_logits_bias", state.get("model.final_logits_bias"))
     bias = torch.zeros(len(order)) if bias is None else bias.float().reshape(-1)[index].clone()
-    bias[BOS_ID] = NEVER
+    if order[BOS_ID] == order[PAD_ID]:  # Marian's pad row, used twice: predict it once only
+        bias[BOS_ID] = NEVER
     out["output_projection.bias"] = bias
     return out
 
@@ -220,7 +224,9 @@ def import_marian(directory: str | os.PathLike[str], run_dir: str | os.PathLike[
         raise InputError(f"{vocab_path}: {len(vocab)} pieces, config.json says vocab_size "
                          f"{marian.get('vocab_size')}")
     pad, eos = marian.get("pad_token_id"), marian.get("eos_token_id")
-    vocabulary, order = vocabulary_order(vocab, pad_id=pad, eos_id=eos, path=vocab_path)
+    start = marian.get("decoder_start_token_id", pad)
+    vocabulary, order = vocabulary_order(vocab, pad_id=pad, eos_id=eos, start_id=start,
+                                         path=vocab_path)
     config = model_config(marian, config_path, len(vocabulary))
     state = convert_state(read_weights(directory), config, order, directory)
     model = Transformer(config)
