@@ -36,19 +36,20 @@ def test_translate_keeps_order_and_count(cli, run_dir, tmp_path, capsys):
     assert cli.read(alone_out) == [got[i] for i in sample]
 
 
+@pytest.mark.parametrize("low", ["bf16", "int8"])
 @pytest.mark.parametrize("beam", ["1", "3"])
-def test_translate_in_bf16(cli, run_dir, tmp_path, capsys, beam):
+def test_translate_in_bf16_and_int8(cli, run_dir, tmp_path, capsys, beam, low):
     lines = cli.numbers(40, seed=3, empty_every=7)
     src = cli.write(tmp_path / "in.txt", lines)
     outputs = {}
-    for precision in ("fp32", "bf16"):
+    for precision in ("fp32", low):
         out = tmp_path / f"{precision}.txt"
         assert main(["translate", "--model", str(run_dir), "-i", str(src), "-o", str(out),
                      "--beam", beam, "--precision", precision]) == 0, capsys.readouterr().err
         outputs[precision] = cli.read(out)
-    assert len(outputs["bf16"]) == 40
+    assert len(outputs[low]) == 40
     assert all((a == "") == (b == "") for a, b in zip(*outputs.values(), strict=True))
-    # rounding the weights to bf16 may flip a near-tie of a random model, but not most outputs
+    # rounding the weights to bf16 or int8 may flip a near-tie of a random model, but not most outputs
     same = sum(a == b for a, b in zip(*outputs.values(), strict=True))
     assert same >= 20, outputs
 

@@ -22,9 +22,10 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-len", type=int, help="absolute cap in tokens (default: model positions)")
     g.add_argument("--batch-size", type=int, default=64,
                    help="sentences decoded at once (default 64)")
-    g.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                   help="weights and activations while decoding: fp32 (default) or bf16, faster "
-                   "on CPUs with bf16 matmuls (beam scores stay float32)")
+    g.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32",
+                   help="weights and activations while decoding: fp32 (default); bf16, faster "
+                   "on CPUs with bf16 matmuls; int8: the decoder's linear layers with int8 "
+                   "weights made once (a CPU). Beam scores stay float32")
     add_device_threads(g, device_default="auto", device_help="auto (default), cpu, cuda or cuda:N",
                        threads_help="CPU threads for PyTorch")
 

@@ -222,6 +222,7 @@ def beam_search(
     use_cache: bool = True,
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
+    precision: str = "fp32",
 ) -> list[list[int]] | list[list[tuple[list[int], float]]]:
     """Beam search translations of ``src`` (B, S), source ids padded with the model's pad id.
 
@@ -229,7 +230,8 @@ def beam_search(
     k ``(ids, score)`` pairs per row instead, best first (fewer only when the vocabulary allows
     fewer hypotheses), the score being the log-probability divided by
     ``((5 + length) / 6) ** length_penalty`` (length in tokens, EOS included).
-    ``max_len``, ``max_len_a``/``max_len_b``, ``min_len``, ``use_cache``, ``pack_weights`` and ``decoder`` work as in
+    ``max_len``, ``max_len_a``/``max_len_b``, ``min_len``, ``use_cache``, ``pack_weights``,
+    ``decoder`` and ``precision`` work as in
     :func:`transformer.decoding.greedy_decode`. Runs in evaluation mode under
     ``torch.inference_mode``.
     """
@@ -243,7 +245,8 @@ def beam_search(
         raise ValueError(f"length_penalty must be a non-negative number, got {length_penalty!r}")
     pad_id = model.config.pad_id
     with torch.inference_mode(), evaluation_mode(model):
-        session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights, decoder=decoder)
+        session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights,
+                               decoder=decoder, precision=precision)
         state = _search(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
                         beam_size=beam_size, alpha=length_penalty, min_len=min_len)
     count = 1 if nbest is None else nbest

@@ -15,7 +15,10 @@ weights, layer norms, embeddings and activations, the same equations), arranged 
   (:func:`~transformer.decoding.kernels.fold_groups`);
 - beam search's self-attention caches move slot numbers instead of keys
   (:mod:`transformer.decoding.slot_cache`);
-- one query against many keys takes the faster CPU kernel (:mod:`transformer.decoding.kernels`).
+- one query against many keys takes the faster CPU kernel (:mod:`transformer.decoding.kernels`);
+- with ``precision="int8"`` the step's linear layers and the output projection multiply by int8
+  weights quantized once (:func:`~transformer.decoding.packing.int8_linear_weight`), close to
+  float32, not equal.
 
 Build one decoder per model and pass it to ``greedy_decode``/``beam_search`` (``decoder=``) for
 every batch, so nothing is packed twice; tests check it equal to the reference model.
@@ -27,6 +30,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -36,7 +40,8 @@ from transformer.decoding.kernels import (
     step_attention,
     unfold_groups,
 )
-from transformer.decoding.packing import can_pack, step_linear
+from transformer.decoding.packing import can_pack, int8_engine
+from transformer.decoding.packing import step_linear as _step_linear
 from transformer.decoding.slot_cache import Selection, SlotCache, reorder
 from transformer.model import Transformer
 from transformer.model.decoder import DecoderLayer
@@ -71,9 +76,10 @@ def _norm(norm: nn.LayerNorm) -> TensorFn:
                              bias=norm.bias, eps=norm.eps)
 
 
-def layer_step(layer: DecoderLayer, *, pack: bool) -> LayerStep:
-    """The step functions of ``layer``, its linear layers packed when ``pack``."""
+def layer_step(layer: DecoderLayer, *, pack: bool, int8: bool = False) -> LayerStep:
+    """The step functions of ``layer``, its linear layers packed when ``pack``, int8 when ``int8``."""
     self_attn, cross_attn, ff = layer.self_attn, layer.cross_attn, layer.feed_forward
+    step_linear = functools.partial(_step_linear, int8=int8)
     return LayerStep(
         split_self=self_attn.split_heads,
         split_cross=cross_attn.split_heads,
@@ -100,11 +106,14 @@ class FastDecoder:
     a weight changed since (an optimizer step, a load) has them made again.
     """
 
-    def __init__(self, model: Transformer, *, pack_weights: bool = True) -> None:
+    def __init__(self, model: Transformer, *, pack_weights: bool = True,
+                 precision: str = "fp32") -> None:
         if not isinstance(model, Transformer):
             raise ValueError(f"FastDecoder decodes a transformer.Transformer, got {type(model).__name__}")
+        check_precision(model, precision)
         self.model = model
         self.pack_weights = pack_weights
+        self.precision = precision
         self.packs = 0
         self._steps: tuple[list[LayerStep], TensorFn] | None = None
         self._made_from: tuple[bool, list[tuple[int, int]]] | None = None  # (packed, weights seen)
@@ -116,11 +125,12 @@ class FastDecoder:
     def steps(self) -> tuple[list[LayerStep], TensorFn]:
         """Every layer's :class:`LayerStep` and the output projection, packed when that applies;
         made again when a weight or whether packing applies has changed since the last call."""
-        pack = self.pack_weights and can_pack(self.model)
+        int8 = self.precision == "int8"
+        pack = self.pack_weights and can_pack(self.model) and not int8
         made_from = (pack, self._weights_seen())
         if self._steps is None or made_from != self._made_from:
-            layers = [layer_step(layer, pack=pack) for layer in self.model.decoder.layers]
-            self._steps = (layers, step_linear(self.model.output_projection, pack=pack))
+            layers = [layer_step(layer, pack=pack, int8=int8) for layer in self.model.decoder.layers]
+            self._steps = (layers, _step_linear(self.model.output_projection, pack=pack, int8=int8))
             self._made_from = made_from
             self.packs += pack
         return self._steps
@@ -196,7 +206,26 @@ class FastSession:
         self.self_caches = [reorder(cache, selection) for cache in self.self_caches]
 
 
-def decoder_for(model: nn.Module, *, pack_weights: bool = True) -> FastDecoder | None:
+def check_precision(model: nn.Module, precision: str) -> None:
+    """ValueError unless ``precision`` is fp32, bf16 or int8 and fits ``model``: int8 decodes a
+    float32 model on a CPU (its weights are quantized from float32)."""
+    if precision not in ("fp32", "bf16", "int8"):
+        raise ValueError(f"precision must be fp32, bf16 or int8, got {precision!r}")
+    if precision == "int8":
+        weight = next(model.parameters())
+        if weight.device.type != "cpu" or weight.dtype != torch.float32:
+            raise ValueError("int8 decoding runs on a CPU from float32 weights, got "
+                             f"{weight.dtype} on {weight.device.type}")
+        if int8_engine() is None:
+            raise ValueError("int8 decoding needs PyTorch's x86 or fbgemm quantized engine")
+
+
+def decoder_for(model: nn.Module, *, pack_weights: bool = True,
+                precision: str = "fp32") -> FastDecoder | None:
     """A :class:`FastDecoder` of ``model`` when it is a ``Transformer``; None for any other model
-    (which the reference path decodes through its ``encode``/``decode``)."""
-    return FastDecoder(model, pack_weights=pack_weights) if isinstance(model, Transformer) else None
+    (which the reference path decodes through its ``encode``/``decode``; int8 needs the former)."""
+    if isinstance(model, Transformer):
+        return FastDecoder(model, pack_weights=pack_weights, precision=precision)
+    if precision == "int8":
+        raise ValueError(f"int8 decoding needs a transformer.Transformer, got {type(model).__name__}")
+    return None

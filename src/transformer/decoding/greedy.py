@@ -38,6 +38,7 @@ def greedy_decode(
     use_cache: bool = True,
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
+    precision: str = "fp32",
 ) -> list[list[int]]:
     """Greedy translations of ``src`` (B, S), a batch of source ids padded with the model's pad id.
 
@@ -50,13 +51,16 @@ def greedy_decode(
     (:class:`~transformer.decoding.fast_decoder.FastDecoder`; ``pack_weights``: on a CPU in
     float32 multiply by weights reordered once for oneDNN, equal up to float32 rounding, faster).
     ``decoder``: a ``FastDecoder(model)`` to use, so that a caller decoding many batches packs the
-    weights once (``pack_weights`` is then the decoder's).
+    weights once (``pack_weights`` is then the decoder's). ``precision="int8"``: the decoder's
+    linear layers and output projection multiply by int8 weights (a float32 model on a CPU; close
+    to float32, not equal); a bf16 model is decoded in bf16 as it is.
     """
     limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
                             min_len=min_len)  # (B,)
     pad_id = model.config.pad_id
     with torch.inference_mode(), evaluation_mode(model):
-        session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights, decoder=decoder)
+        session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights,
+                               decoder=decoder, precision=precision)
         tokens = _greedy(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, min_len=min_len)
     return strip_padding(tokens.tolist(), pad_id=pad_id)
 

@@ -14,11 +14,18 @@ product, or plain ``F.linear``. The modules and their weights are never changed;
 belongs to whoever asked for it (the :class:`~transformer.decoding.fast_decoder.FastDecoder`),
 and goes with it. Results equal ``F.linear``'s up to float32 rounding (a different summation
 order).
+
+With ``int8`` the weight is instead quantized once to int8, symmetric per output row, and prepacked
+for PyTorch's own dynamic-quantization kernel (fbgemm/x86): each call quantizes its input rows to
+8 bits on the fly, multiplies in integers and rescales to float32. 2-4x faster than float32 for
+the output projection at 1-16 rows on an AVX2/AVX-512 CPU; the results are close to float32's,
+not equal (tests state the tolerance).
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -43,19 +50,55 @@ def can_pack(model: nn.Module) -> bool:
     )
 
 
+INT8_ENGINES = ("x86", "fbgemm")  # PyTorch's server-CPU int8 GEMM backends, best first
+
+
+def int8_engine() -> str | None:
+    """The quantized engine int8 decoding uses here, or None when PyTorch has none for this CPU."""
+    supported = torch.backends.quantized.supported_engines
+    return next((e for e in INT8_ENGINES if e in supported), None)
+
+
+def int8_linear_weight(module: nn.Linear) -> torch.ScriptObject:
+    """``module``'s weight quantized to int8 (symmetric, one scale per output row) and its float
+    bias, prepacked for ``torch.ops.quantized.linear_dynamic``."""
+    engine = int8_engine()
+    if engine is None:
+        raise ValueError("int8 decoding needs PyTorch's x86 or fbgemm quantized engine "
+                         f"(this build has {torch.backends.quantized.supported_engines})")
+    torch.backends.quantized.engine = engine
+    with torch.no_grad():
+        weight = module.weight.detach().float()
+        scale = (weight.abs().amax(dim=1) / 127.0).clamp_min(1e-12).double()  # (out,)
+        zero = torch.zeros(weight.size(0), dtype=torch.long)
+        with warnings.catch_warnings():  # PyTorch marks quantized tensors deprecated, not removed
+            warnings.simplefilter("ignore", UserWarning)
+            qweight = torch.quantize_per_channel(weight, scale, zero, 0, torch.qint8)
+        bias = module.bias.detach().float() if module.bias is not None else None
+        return torch.ops.quantized.linear_prepack(qweight, bias)
+
+
+def _int8_linear(packed: torch.ScriptObject, x: Tensor) -> Tensor:
+    # reduce_range: 7-bit activations, so that the int16 sums of the AVX2 kernel cannot overflow
+    return torch.ops.quantized.linear_dynamic(x, packed, True)
+
+
 def _packed_linear(weight: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
-def step_linear(module: nn.Module, *, pack: bool) -> Callable[[Tensor], Tensor]:
+def step_linear(module: nn.Module, *, pack: bool, int8: bool = False) -> Callable[[Tensor], Tensor]:
     """``x (..., in) -> (..., out)``, what ``module(x)`` computes, for a decoding step.
 
-    An ``nn.Linear`` becomes a direct call, with ``pack`` on its float32 weight reordered once for
-    oneDNN (a copy made here, so the result holds it; inputs must then be float32 on the CPU), or
-    plain ``F.linear``; any other module (a quantized linear) is called as it is.
+    An ``nn.Linear`` becomes a direct call, with ``int8`` on its weight quantized and prepacked once
+    (:func:`int8_linear_weight`), with ``pack`` on its float32 weight reordered once for oneDNN (a
+    copy made here, so the result holds it; inputs must then be float32 on the CPU), or plain
+    ``F.linear``; any other module (a quantized linear) is called as it is.
     """
     if not isinstance(module, nn.Linear):
         return module
+    if int8:
+        return functools.partial(_int8_linear, int8_linear_weight(module))
     if pack:
         with torch.no_grad():
             packed = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach())

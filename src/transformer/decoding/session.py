@@ -67,13 +67,20 @@ def open_session(
     use_cache: bool,
     pack_weights: bool,
     decoder: FastDecoder | None,
+    precision: str = "fp32",
 ) -> Session:
     """The session that decodes ``src`` (N, S): ``decoder``'s (it must be built from ``model``) or
-    a new :class:`FastDecoder`'s for a ``Transformer`` with the cache, else the reference."""
+    a new :class:`FastDecoder`'s for a ``Transformer`` with the cache, else the reference.
+    ``precision="int8"`` needs the fast path (the cache and a ``Transformer``)."""
     if decoder is not None and decoder.model is not model:
         raise ValueError("decoder= was built from another model than the one being decoded")
+    if decoder is not None and precision == "int8" and decoder.precision != "int8":
+        raise ValueError("precision='int8' but decoder= was built for "
+                         f"{decoder.precision!r}; build it with FastDecoder(model, precision='int8')")
+    if precision == "int8" and not use_cache:
+        raise ValueError("int8 decoding runs with the key/value cache (use_cache=True)")
     if use_cache and decoder is None:
-        decoder = decoder_for(model, pack_weights=pack_weights)  # type: ignore[arg-type]
+        decoder = decoder_for(model, pack_weights=pack_weights, precision=precision)  # type: ignore[arg-type]
     if use_cache and decoder is not None:
         return decoder.start(src)
     return ReferenceSession(model, src, use_cache=use_cache)

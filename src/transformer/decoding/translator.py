@@ -94,6 +94,7 @@ class Translator:
         eos_id: int,
         options: DecodeOptions | None = None,
         batch_size: int = 64,
+        precision: str = "fp32",
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch size must be positive, got {batch_size}")
@@ -106,18 +107,19 @@ class Translator:
         self.truncated = 0
         self.device = next(model.parameters()).device
         # the decoding fast path, weights packed once for every batch (None: not a Transformer)
-        self.decoder = decoder_for(model)
+        self.decoder = decoder_for(model, precision=precision)
+        self.precision = precision
 
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, *, options: DecodeOptions | None = None,
-                    batch_size: int = 64) -> Translator:
+                    batch_size: int = 64, precision: str = "fp32") -> Translator:
         """A translator for a :class:`transformer.model_dir.LoadedModel`."""
         from transformer.data.tokenizer import BOS_ID, EOS_ID
 
         if loaded.tgt_tokenizer is None:
             raise ValueError("this model directory holds a classifier, not a translation model")
         return cls(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, bos_id=BOS_ID,
-                   eos_id=EOS_ID, options=options, batch_size=batch_size)
+                   eos_id=EOS_ID, options=options, batch_size=batch_size, precision=precision)
 
     def translate(self, sentences: Sequence[str]) -> list[Translation]:
         """Translate ``sentences``; one :class:`Translation` per sentence, in the same order."""
@@ -175,7 +177,8 @@ class Translator:
         src = pad_rows(sources, pad_id=self.model.config.pad_id).to(self.device)  # (B, S)
         opt = self.options
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len=opt.max_len,
-                  max_len_a=opt.max_len_a, max_len_b=opt.max_len_b, decoder=self.decoder)
+                  max_len_a=opt.max_len_a, max_len_b=opt.max_len_b, decoder=self.decoder,
+                  precision=self.precision)
         if opt.beam_size == 1 and opt.nbest is None:
             return [[(ids, None)] for ids in greedy_decode(self.model, src, **kw)]
         return beam_search(self.model, src, beam_size=opt.beam_size, nbest=opt.nbest or 1,  # type: ignore[return-value]

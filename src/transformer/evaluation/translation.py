@@ -30,7 +30,8 @@ def load_translator(
     """A ``Translator`` over the model in ``model_dir`` and the ``LoadedModel`` it wraps.
 
     ``max_len_a``/``max_len_b`` default to the run's training setting (else 1.5 and 10);
-    ``precision="bf16"`` casts the weights. Bad values raise InputError naming them.
+    ``precision="bf16"`` casts the weights, ``"int8"`` decodes with int8 weights made once (a
+    CPU). Bad values raise InputError naming them.
     """
     from transformer.decoding.translator import DecodeOptions, Translator
     from transformer.model_dir import load_model_dir
@@ -56,7 +57,12 @@ def load_translator(
         )
     except ValueError as err:
         raise InputError(str(err)) from None
-    return Translator.from_loaded(loaded, options=options, batch_size=batch_size), loaded
+    try:
+        translator = Translator.from_loaded(loaded, options=options, batch_size=batch_size,
+                                            precision=precision)
+    except ValueError as err:
+        raise InputError(f"--precision {precision}: {err}") from None
+    return translator, loaded
 
 
 def read_test_set(
