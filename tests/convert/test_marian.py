@@ -195,3 +195,21 @@ def test_missing_files_are_one_line(marian_dir, tmp_path, capsys):
         assert main(["import", "marian", str(copy), "--out", str(tmp_path / "r" / name)]) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and str(copy) in err
+
+
+def test_an_imported_model_exports_to_ctranslate2(imported, marian_dir, tmp_path):
+    """The importer's conventions (the source's </s>, the start row) survive a CTranslate2 export:
+    CTranslate2 given the pieces alone decodes as we do from our ids."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from transformer.convert import export_ctranslate2
+
+    run = tmp_path / "run"
+    import_marian(marian_dir[0], run)
+    export_ctranslate2(run, tmp_path / "ct2")
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
+    tok = imported.src_tokenizer
+    pieces = [[tok.id_to_piece(i) for i in tok.encode(s)[:-1]] for s in SENTENCES]  # no </s>
+    got = translator.translate_batch(pieces, beam_size=1, max_decoding_length=12)
+    src, _, _ = _marian_batch(imported, marian_dir[2])
+    ours = greedy_decode(imported.model, src, bos_id=2, eos_id=3, max_len=12)
+    assert [[tok.piece_to_id(p) for p in r.hypotheses[0]] for r in got] == ours

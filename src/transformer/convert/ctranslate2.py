@@ -141,16 +141,18 @@ def ctranslate2_spec(model: Transformer, *, source_vocabulary: Sequence[str],
 
 def save_ctranslate2(model: Transformer, out_dir: str | os.PathLike[str], *,
                      source_vocabulary: Sequence[str], target_vocabulary: Sequence[str],
-                     quantization: str | None = None) -> Path:
+                     quantization: str | None = None, add_source_eos: bool = False) -> Path:
     """Write ``model`` as a CTranslate2 directory (``model.bin``, ``config.json``, vocabularies)
     that ``ctranslate2.Translator(out_dir)`` loads; ``quantization`` (e.g. ``"int8"``) is applied
-    to the weights as CTranslate2's converters do. The directory is written beside and renamed
-    into place, so a failure leaves no half-written model."""
+    to the weights as CTranslate2's converters do; ``add_source_eos`` makes CTranslate2 end each
+    source with ``</s>`` (a model imported from Marian). The directory is written beside and
+    renamed into place, so a failure leaves no half-written model."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise InputError(f"unknown quantization {quantization!r}; choose from "
                          f"{', '.join(QUANTIZATIONS)}")
     spec = ctranslate2_spec(model, source_vocabulary=source_vocabulary,
                             target_vocabulary=target_vocabulary)
+    spec.config.add_source_eos = add_source_eos
     spec.validate()
     spec.optimize(quantization=quantization)
     return _save_directory(spec, Path(out_dir))
@@ -191,4 +193,5 @@ def export_ctranslate2(run_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     return save_ctranslate2(loaded.model, out_dir,
                             source_vocabulary=vocabulary(loaded.src_tokenizer),
                             target_vocabulary=vocabulary(loaded.tgt_tokenizer),
-                            quantization=quantization)
+                            quantization=quantization,
+                            add_source_eos=getattr(loaded.src_tokenizer, "append_eos", False))
