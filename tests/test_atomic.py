@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from transformer.atomic import atomic_write, atomic_write_bytes
+from transformer.errors import WriteError
 
 
 def test_atomic_write_bytes_makes_the_folder_and_replaces_the_file(tmp_path):
@@ -24,7 +25,8 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         tmp.write_bytes(b"half")
         raise RuntimeError("killed")
 
-    with pytest.raises(RuntimeError, match="killed"):
+    with pytest.raises(WriteError, match="killed") as caught:
         atomic_write(path, half_then_fail)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
     assert path.read_bytes() == b"good"
     assert [p.name for p in tmp_path.iterdir()] == ["data.bin"]
