@@ -99,6 +99,17 @@ def test_preemption_flag_outside_training():
         assert p.requested() == signal.SIGTERM
 
 
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_second_signal_exits_at_once(monkeypatch, signum, status):
+    exits = []
+    monkeypatch.setattr(os, "_exit", exits.append)
+    with Preemption() as p:
+        os.kill(os.getpid(), signum)
+        assert p.requested() == signum and exits == []
+        os.kill(os.getpid(), signum)
+        assert exits == [status]
+
+
 def test_a_kill_between_checkpoints_resumes_from_the_last_one_exactly(synth, tmp_path):
     """A death at update 7 (as a SIGKILL would) after the checkpoint of update 5: the resumed run
     drops the metrics lines of update 6 and redoes it, and ends where a straight run ends."""

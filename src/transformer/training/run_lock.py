@@ -97,8 +97,7 @@ class RunLock:
 
     def release(self) -> None:
         if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
+            os.close(self._fd)  # closing the only descriptor releases the flock
             self._fd = None
 
     def __enter__(self) -> RunLock:
