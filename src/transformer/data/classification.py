@@ -131,7 +131,8 @@ def _raw_rows(
         if not isinstance(text_column, str) or not (
             label_column is None or isinstance(label_column, str)
         ):
-            raise ValueError("JSONL columns must be given as key names")
+            raise InputError(f"{path}: JSONL columns must be given as key names, got "
+                             f"{text_column!r} and {label_column!r}")
         for number, line in iter_file_lines(path):
             if not line.strip():
                 continue
