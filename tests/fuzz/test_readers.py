@@ -37,7 +37,8 @@ PIECES = st.one_of(
     st.sampled_from([b"\n", b"\r\n", b"\r", b"\x00", b"\t", b",", b'"', b"\xef\xbb\xbf", b"\xff\xfe",
                      b"\x1f\x8b", b"\x1f\x8b\x08\x00", b"\xc3", b"{", b"}", b"[", b"null", b"1",
                      b'{"text": "a", "label": "x"}\n', b'{"text": 1, "label": [1, "b"]}\n',
-                     b"text\tlabel\n", b"text,label\n", b"a\tb\n", b"a,b\n", b"\\", b"\xe2\x80\xa8"]),
+                     b"text\tlabel\n", b"text,label\n", b"a\tb\n", b"a,b\n", b"\\", b"\xe2\x80\xa8", b"\t99999999999\n",
+                     b"a\t,\n"]),
     st.integers(1000, 200_000).map(lambda n: b"x" * n),  # a huge line
 )
 CONTENTS = st.lists(PIECES, max_size=10).map(b"".join)

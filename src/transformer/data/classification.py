@@ -190,10 +190,20 @@ def _raw_rows(
         yield number, fields[text_index], labels
 
 
-def _build_vocabulary(tokens: set[str]) -> LabelVocabulary:
-    if tokens and all(t.isascii() and t.isdigit() for t in tokens):
-        return LabelVocabulary(tuple(str(i) for i in range(max(int(t) for t in tokens) + 1)))
-    return LabelVocabulary(tuple(sorted(tokens)))
+MAX_LABEL_ID = 99_999  # integer labels make a vocabulary of every id up to the largest
+
+
+def _build_vocabulary(tokens: set[str], *, path: Path) -> LabelVocabulary:
+    try:
+        if tokens and all(t.isascii() and t.isdigit() for t in tokens):
+            largest = max(int(t) for t in tokens)
+            if largest > MAX_LABEL_ID:
+                raise ValueError(f"label id {largest} is too large (integer labels are ids "
+                                 f"0..{MAX_LABEL_ID}, and every id up to the largest is a label)")
+            return LabelVocabulary(tuple(str(i) for i in range(largest + 1)))
+        return LabelVocabulary(tuple(sorted(tokens)))
+    except ValueError as err:
+        raise InputError(f"{path}: {err}") from None
 
 
 def read_classification(
@@ -238,7 +248,7 @@ def read_classification(
                 raise InputError(f"{path}, line {number}: no label")
     if labels is None:
         vocab = (
-            _build_vocabulary({t for _, _, tokens in rows for t in tokens})
+            _build_vocabulary({t for _, _, tokens in rows for t in tokens}, path=path)
             if label_column is not None and rows
             else None
         )
