@@ -101,19 +101,54 @@ def same(a: dict, b: dict) -> bool:
                for f in a)
 
 
-def run_to_end(cmd: list[str], env: dict) -> float:
+def run_to_end(cmd: list[str], env: dict) -> tuple[float, str]:
     start = time.monotonic()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"reference run failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return time.monotonic() - start
+    return time.monotonic() - start, done.stdout
+
+
+def wait_until(predicate, proc: subprocess.Popen, timeout: float) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``proc`` ends or ``timeout`` passes (False)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.0005)
+    return True
+
+
+def strike(kind: str, proc: subprocess.Popen, run: Path, timing: dict, rng: random.Random,
+           steps: int) -> str | None:
+    """Wait for a random moment of ``proc``'s run and say which (None: it ended first)."""
+    first = logged_step(run)
+    draw = rng.random()
+    if kind == "kill" and draw < 0.15:  # start-up: data, tokenizer, model, the first writes
+        try:
+            proc.wait(timeout=rng.uniform(0, timing["startup"]))
+            return None
+        except subprocess.TimeoutExpired:
+            return "start-up"
+    if not wait_until(lambda: logged_step(run) > first, proc, 600):
+        return None
+    if kind == "kill" and draw < 0.5:  # the moment a checkpoint is being written
+        writing = ("checkpoint.tmp", "checkpoint.old")
+        found = wait_until(lambda: any((run / n).exists() for n in writing), proc, 30)
+        return "checkpoint write" if found else None
+    left = max(1 - logged_step(run) / steps, 0.02)
+    try:
+        proc.wait(timeout=rng.uniform(0, left * timing["train"]))
+        return None
+    except subprocess.TimeoutExpired:
+        return "training"
 
 
 def soak(kind: str, target: int, cmd_of, reference: dict, timing: dict, rng: random.Random,
          root: Path, env: dict, rounds_max: int, steps: int) -> dict:
     """Signal runs (``kind``: kill or term) until ``target`` signals; returns the phase's figures."""
-    figures = {"signals": 0, "in_startup": 0, "in_checkpoint_write": 0, "resumes": 0,
-               "rounds": 0, "divergences": 0, "unreadable": 0, "bad_exits": 0,
+    figures = {"signals": 0, "in_startup": 0, "in_checkpoint_write": 0, "in_training": 0,
+               "resumes": 0, "rounds": 0, "divergences": 0, "unreadable": 0, "bad_exits": 0,
                "checkpoint_off_by_more_than_one": 0, "problems": []}
     sig = signal.SIGKILL if kind == "kill" else signal.SIGTERM
     while figures["signals"] < target and figures["rounds"] < rounds_max:
@@ -123,34 +158,27 @@ def soak(kind: str, target: int, cmd_of, reference: dict, timing: dict, rng: ran
         while True:
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, text=True)
-            if figures["signals"] >= target:
-                delay = None  # finish the round untouched
-            elif rng.random() < 0.15:
-                delay = rng.uniform(0, timing["startup"])  # start-up and the first writes
-            else:  # somewhere in what is left of the run
-                left = max(1 - logged_step(run) / steps, 0.05)
-                delay = timing["startup"] + rng.uniform(0, left * timing["train"])
-            try:
-                proc.wait(timeout=delay)
-            except subprocess.TimeoutExpired:
+            moment = None if figures["signals"] >= target else strike(kind, proc, run, timing,
+                                                                      rng, steps)
+            if moment is not None:
                 before = logged_step(run)
-                started = (run / "metrics.jsonl").exists()
                 proc.send_signal(sig)
                 _, err = proc.communicate()
                 figures["signals"] += 1
-                figures["in_startup"] += int(not started)
-                writing = any((run / name).exists() for name in ("checkpoint.tmp", "checkpoint.old"))
-                figures["in_checkpoint_write"] += int(writing)
+                writing = any((run / n).exists() for n in ("checkpoint.tmp", "checkpoint.old"))
+                figures["in_checkpoint_write"] += int(kind == "kill" and writing)
+                figures["in_startup"] += int(moment == "start-up")
+                figures["in_training"] += int(moment != "start-up" and not writing)
                 ok, why, step = loadable(run)
                 if not ok:
                     figures["unreadable"] += 1
                     figures["problems"].append(f"{run}: {why}")
-                if kind == "term" and started:
+                if kind == "term":
                     after = logged_step(run)
-                    if proc.returncode != 143 and proc.returncode != 0:
+                    if proc.returncode != 143:
                         figures["bad_exits"] += 1
                         figures["problems"].append(f"{run}: exit {proc.returncode}: {err[-300:]}")
-                    elif proc.returncode == 143 and (step != after or after - before > 1):
+                    elif step != after or after - before > 1:
                         figures["checkpoint_off_by_more_than_one"] += 1
                         figures["problems"].append(
                             f"{run}: logged {before} at the signal, {after} at exit, checkpoint {step}")
@@ -163,7 +191,11 @@ def soak(kind: str, target: int, cmd_of, reference: dict, timing: dict, rng: ran
                 break
             if not same(weights(run), reference):
                 figures["divergences"] += 1
-                figures["problems"].append(f"{run}: final weights differ from the straight run")
+                differ = [f for f in reference if not same({f: weights(run)[f]}, {f: reference[f]})]
+                figures["problems"].append(f"{run}: {', '.join(differ)} differ from the straight run")
+                kept = Path(tempfile.gettempdir()) / f"soak-divergent-{kind}-{figures['rounds']}"
+                shutil.copytree(run, kept, dirs_exist_ok=True)
+                figures["problems"].append(f"kept in {kept}")
             break
         shutil.rmtree(run, ignore_errors=True)
     return figures
@@ -192,22 +224,23 @@ def main() -> None:
 
         # the uninterrupted reference, and how long start-up and training take
         probe = [sys.executable, "-c", "import transformer.cli, torch, sentencepiece"]
-        startup = run_to_end(probe, env)
-        total = run_to_end(cmd_of(root / "straight"), env)
+        startup, _ = run_to_end(probe, env)
+        total, out = run_to_end([*cmd_of(root / "straight"), "--json"], env)
         reference = weights(root / "straight")
-        timing = {"startup": startup + 0.5, "train": max(total - startup, 1.0)}
+        train_s = json.loads(out.strip().splitlines()[-1])["train_s"]
+        timing = {"startup": total - train_s, "train": train_s}
         phases = {}
         for kind, target in (("kill", args.kills), ("term", args.terms)):
             phases[kind] = soak(kind, target, cmd_of, reference, timing, rng, root, env,
                                 args.rounds_max, args.steps)
     wall = time.monotonic() - started
 
-    print(f"{'phase':<8} {'signals':>8} {'in start-up':>12} {'in a checkpoint write':>22} "
-          f"{'resumes':>8} {'runs':>5} {'divergences':>12} {'unreadable dirs':>16} "
-          f"{'bad exits':>10} {'ckpt off >1 update':>19}")
+    print(f"{'phase':<8} {'signals':>8} {'in start-up':>12} {'in training':>12} "
+          f"{'in a checkpoint write':>22} {'resumes':>8} {'runs':>5} {'divergences':>12} "
+          f"{'unreadable dirs':>16} {'bad exits':>10} {'ckpt off >1 update':>19}")
     for kind, f in phases.items():
         print(f"{'SIG' + kind.upper():<8} {f['signals']:>8} {f['in_startup']:>12} "
-              f"{f['in_checkpoint_write']:>22} {f['resumes']:>8} {f['rounds']:>5} "
+              f"{f['in_training']:>12} {f['in_checkpoint_write']:>22} {f['resumes']:>8} {f['rounds']:>5} "
               f"{f['divergences']:>12} {f['unreadable']:>16} {f['bad_exits']:>10} "
               f"{f['checkpoint_off_by_more_than_one']:>19}")
     for kind, f in phases.items():
