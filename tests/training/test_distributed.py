@@ -65,14 +65,20 @@ def launch(args: list[str]) -> list[subprocess.Popen]:
 @pytest.mark.parametrize("signalled", [0, 1])
 def test_a_signal_to_one_rank_stops_every_rank_after_the_same_update(tmp_path, signalled):
     procs = launch([str(tmp_path), "preempt"])
-    deadline = time.monotonic() + 120
-    while not (tmp_path / f"ready-{signalled}").exists():
-        assert all(p.poll() is None for p in procs) and time.monotonic() < deadline
-        time.sleep(0.01)
-    procs[signalled].send_signal(signal.SIGTERM)  # the other rank gets nothing
-    for p in procs:
-        output, _ = p.communicate(timeout=120)
-        assert p.returncode == 143, output.decode()[-3000:]
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / f"ready-{signalled}").exists():
+            assert all(p.poll() is None for p in procs) and time.monotonic() < deadline
+            time.sleep(0.01)
+        procs[signalled].send_signal(signal.SIGTERM)  # the other rank gets nothing
+        for p in procs:
+            output, _ = p.communicate(timeout=60)
+            assert p.returncode == 143, output.decode()[-3000:]
+    finally:
+        for p in procs:  # a rank left waiting for the other must not outlive the test
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     stopped = [int((tmp_path / f"stopped-{rank}").read_text()) for rank in range(2)]
     assert stopped[0] == stopped[1] >= 3
     state = torch.load(tmp_path / "checkpoint" / "state.pt", weights_only=True)
