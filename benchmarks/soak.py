@@ -148,7 +148,7 @@ def soak(kind: str, target: int, cmd_of, reference: dict, timing: dict, rng: ran
          root: Path, env: dict, rounds_max: int, steps: int) -> dict:
     """Signal runs (``kind``: kill or term) until ``target`` signals; returns the phase's figures."""
     figures = {"signals": 0, "in_startup": 0, "in_checkpoint_write": 0, "in_training": 0,
-               "resumes": 0, "rounds": 0, "divergences": 0, "unreadable": 0, "bad_exits": 0,
+               "after_training": 0, "resumes": 0, "rounds": 0, "divergences": 0, "unreadable": 0, "bad_exits": 0,
                "checkpoint_off_by_more_than_one": 0, "problems": []}
     sig = signal.SIGKILL if kind == "kill" else signal.SIGTERM
     while figures["signals"] < target and figures["rounds"] < rounds_max:
@@ -166,16 +166,23 @@ def soak(kind: str, target: int, cmd_of, reference: dict, timing: dict, rng: ran
                 _, err = proc.communicate()
                 figures["signals"] += 1
                 writing = any((run / n).exists() for n in ("checkpoint.tmp", "checkpoint.old"))
-                figures["in_checkpoint_write"] += int(kind == "kill" and writing)
-                figures["in_startup"] += int(moment == "start-up")
-                figures["in_training"] += int(moment != "start-up" and not writing)
                 ok, why, step = loadable(run)
+                if kind == "kill" and writing:
+                    figures["in_checkpoint_write"] += 1
+                elif moment == "start-up" and logged_step(run) == before:
+                    figures["in_startup"] += 1
+                else:
+                    figures["in_training"] += 1
                 if not ok:
                     figures["unreadable"] += 1
                     figures["problems"].append(f"{run}: {why}")
                 if kind == "term":
                     after = logged_step(run)
-                    if proc.returncode != 143:
+                    if proc.returncode == -signal.SIGTERM and step == steps:
+                        # training had ended (its last checkpoint written) and the handler with
+                        # it: the signal's default action, exit status 143 in a shell
+                        figures["after_training"] += 1
+                    elif proc.returncode != 143:
                         figures["bad_exits"] += 1
                         figures["problems"].append(f"{run}: exit {proc.returncode}: {err[-300:]}")
                     elif step != after or after - before > 1:
@@ -203,7 +210,7 @@ def soak(kind: str, target: int, cmd_of, reference: dict, timing: dict, rng: ran
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kills", type=int, default=60, help="SIGKILLs in all (default 60)")
+    parser.add_argument("--kills", type=int, default=55, help="SIGKILLs in all (default 55)")
     parser.add_argument("--terms", type=int, default=20, help="SIGTERMs in all (default 20)")
     parser.add_argument("--steps", type=int, default=120, help="updates of a run (default 120)")
     parser.add_argument("--eval-every", type=int, default=40, help="default 40")
@@ -236,11 +243,12 @@ def main() -> None:
     wall = time.monotonic() - started
 
     print(f"{'phase':<8} {'signals':>8} {'in start-up':>12} {'in training':>12} "
-          f"{'in a checkpoint write':>22} {'resumes':>8} {'runs':>5} {'divergences':>12} "
+          f"{'in a checkpoint write':>22} {'after training':>15} {'resumes':>8} {'runs':>5} {'divergences':>12} "
           f"{'unreadable dirs':>16} {'bad exits':>10} {'ckpt off >1 update':>19}")
     for kind, f in phases.items():
         print(f"{'SIG' + kind.upper():<8} {f['signals']:>8} {f['in_startup']:>12} "
-              f"{f['in_training']:>12} {f['in_checkpoint_write']:>22} {f['resumes']:>8} {f['rounds']:>5} "
+              f"{f['in_training']:>12} {f['in_checkpoint_write']:>22} {f['after_training']:>15} "
+              f"{f['resumes']:>8} {f['rounds']:>5} "
               f"{f['divergences']:>12} {f['unreadable']:>16} {f['bad_exits']:>10} "
               f"{f['checkpoint_off_by_more_than_one']:>19}")
     for kind, f in phases.items():
