@@ -244,7 +244,7 @@ class Trainer:
         log.warning("stopped by %s after update %d; checkpoint written to %s", name,
                     self.state.step, where)
         return RunStopped(f"stopped by {name} after update {self.state.step}; the checkpoint is in "
-                          f"{where} (continue with --resume)", exit_status=exit_status(signum))
+                          f"{where}", exit_status=exit_status(signum))
 
     def _skipped(self, loss: float) -> None:
         """Log an update skipped for a non-finite loss or gradient; stop after too many in a row."""
