@@ -171,6 +171,9 @@ def _raw_rows(
     )
     needed = max(text_index, label_index if label_index is not None else 0) + 1
     sep_name = "tab" if fmt == "tsv" else "comma"
+    if width is not None and width < needed:
+        raise InputError(f"{path}: the header has {width} {sep_name}-separated columns, but column "
+                         f"{needed - 1} is needed (columns count from 0)")
     for number, fields in rows:
         if width is None:
             width = len(fields)
