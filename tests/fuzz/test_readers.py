@@ -301,3 +301,16 @@ class Exploit:
 
     def __reduce__(self):
         return (Path.touch, (Path(self.path),))
+
+
+@pytest.mark.parametrize("case", [
+    (b"text\t\n\x00\t", "tsv", "text", 7, ","),  # an index beyond the header's width
+    (b"label\n\x00", "tsv", 1, "label", ","),
+    (b",", "tsv", 0, 0, ";"),  # a label the vocabulary refuses
+    (b"a\t99999999999\n", "tsv", 0, 1, ","),  # an integer label id too large to enumerate
+    (b'{"text": "a", "label": "x"}\n', "jsonl", "text", 1, ","),  # JSONL with an index
+])
+def test_classification_inputs_found_by_the_fuzzer(scratch, case):
+    with pytest.raises(InputError) as err:
+        classification(scratch, case)
+    assert "\n" not in str(err.value)
