@@ -314,3 +314,14 @@ def test_classification_inputs_found_by_the_fuzzer(scratch, case):
     with pytest.raises(InputError) as err:
         classification(scratch, case)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("value", [0.0, False, "0", None])
+def test_a_model_field_of_the_wrong_json_type_found_by_the_fuzzer(model_dirs, tmp_path, value):
+    run = tmp_path / "run"
+    shutil.copytree(model_dirs["translation"], run)
+    config = json.loads((run / "config.json").read_text())
+    config["model"]["pad_id"] = value
+    (run / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match="pad_id"):
+        use(run, "translation")
