@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from transformer.atomic import atomic_write, atomic_write_bytes
+from transformer.errors import WriteError
 
 
 def test_atomic_write_bytes_makes_the_folder_and_replaces_the_file(tmp_path):
@@ -24,7 +28,67 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         tmp.write_bytes(b"half")
         raise RuntimeError("killed")
 
-    with pytest.raises(RuntimeError, match="killed"):
+    with pytest.raises(WriteError, match="killed") as caught:
         atomic_write(path, half_then_fail)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
     assert path.read_bytes() == b"good"
     assert [p.name for p in tmp_path.iterdir()] == ["data.bin"]
+
+
+def test_a_kill_inside_atomic_write_bytes_leaves_the_old_file(tmp_path, monkeypatch):
+    """What tokenizers, labels and ``translate -o`` go through: killed half-way through the data
+    (a BaseException, as a signal's exit would be), the old file is whole."""
+    path = tmp_path / "labels.json"
+    atomic_write_bytes(path, b"old and whole")
+
+    class Killed(BaseException):
+        pass
+
+    real = Path.write_bytes
+
+    def half(self, data):
+        real(self, data[: len(data) // 2])
+        raise Killed
+
+    monkeypatch.setattr(Path, "write_bytes", half)
+    with pytest.raises(Killed):
+        atomic_write_bytes(path, b"new data that never lands")
+    monkeypatch.undo()
+    assert path.read_bytes() == b"old and whole"
+    assert [p.name for p in tmp_path.iterdir()] == ["labels.json"]
+
+
+def test_the_data_is_fsynced_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(dst)))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    path = tmp_path / "data.bin"
+    atomic_write_bytes(path, b"bytes")
+    kinds = [kind for kind, _ in events]
+    assert kinds == ["fsync", "replace", "fsync"]
+    assert ".data.bin.tmp-" in events[0][1] and events[1][1] == str(path)
+    assert events[2][1] == str(tmp_path)
+
+
+def test_a_failed_fsync_of_the_data_fails_the_write(tmp_path, monkeypatch):
+    path = tmp_path / "data.bin"
+    atomic_write_bytes(path, b"good")
+
+    def broken(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(WriteError, match="Input/output error"):
+        atomic_write_bytes(path, b"lost on the way to the disk")
+    monkeypatch.undo()
+    assert path.read_bytes() == b"good"

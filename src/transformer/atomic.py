@@ -5,6 +5,10 @@ A file is written to a temporary name in its own directory, fsync'ed and moved i
 (``NAME`` -> ``NAME.old``, ``NAME.tmp`` -> ``NAME``). A kill between those two renames leaves
 ``NAME.old``, which readers fall back to (:func:`existing_dir`), so some complete version is always
 readable and nothing is ever half-written.
+
+A write that fails (a full disk, a read-only folder, an I/O error reported by ``fsync``) raises
+:class:`~transformer.errors.WriteError`: one line naming the path and the reason, with the
+previous version of the file or directory untouched.
 """
 
 from __future__ import annotations
@@ -14,20 +18,42 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from transformer.errors import InputError, WriteError
+
 
 def _fsync_path(path: Path) -> None:
-    """Flush a file or a directory entry to disk (directories: best effort, not on every OS)."""
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if path.is_dir() else 0)
+    """Flush a file or a directory entry to disk.
+
+    A file's fsync must succeed (its error is the disk's only report of lost data); a
+    directory's is best effort, since not every OS or file system can open or sync one.
+    """
+    is_dir = path.is_dir()
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if is_dir else 0)
     try:
         fd = os.open(path, flags)
     except OSError:
-        return
+        if is_dir:
+            return
+        raise
     try:
         os.fsync(fd)
     except OSError:
-        pass
+        if not is_dir:
+            raise
     finally:
         os.close(fd)
+
+
+def _write_error(path: Path, err: BaseException) -> BaseException:
+    """``err`` as the one-line WriteError naming ``path`` (a bug or a kill passes through)."""
+    if isinstance(err, WriteError | InputError) or not isinstance(err, Exception):
+        return err
+    if isinstance(err, OSError) and err.strerror:
+        where = f" at {err.filename}" if err.filename and str(err.filename) != str(path) else ""
+        reason = f"{err.strerror}{where}"
+    else:  # torch's and safetensors' writers report a failed write as their own errors
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+    return WriteError(f"{path}: could not write ({reason}); the previous version is kept")
 
 
 def atomic_write(path: Path | str, write: Callable[[Path], None]) -> None:
@@ -41,9 +67,9 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> None:
         write(tmp)
         _fsync_path(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
-        raise
+        raise _write_error(path, err) from err
     _fsync_path(path.parent)
 
 
@@ -64,20 +90,21 @@ def replace_dir(path: Path | str, fill: Callable[[Path], None]) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     old = path.with_name(path.name + ".old")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
         fill(tmp)
         for child in tmp.rglob("*"):
             _fsync_path(child)
         _fsync_path(tmp)
-    except BaseException:
+        if path.exists():
+            # ``old`` is a stale copy from an earlier swap when ``path`` is complete
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+        os.replace(tmp, path)  # a kill or failure before this line leaves ``old`` for readers
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if path.exists():
-        shutil.rmtree(old, ignore_errors=True)  # a stale copy from an earlier, completed swap
-        os.replace(path, old)
-    os.replace(tmp, path)  # a kill before this line leaves ``old`` for readers
+        raise _write_error(path, err) from err
     _fsync_path(path.parent)
     shutil.rmtree(old, ignore_errors=True)
 

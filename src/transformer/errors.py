@@ -9,3 +9,26 @@ class InputError(ValueError):
     The message must name the file, line or value at fault and fit on one line; the command line
     prints it as ``transformer: error: <message>`` and exits with status 2.
     """
+
+
+class RunStopped(Exception):
+    """Training stopped on purpose before its budget: a signal, or too many bad updates.
+
+    The command line prints the message as one line (``transformer: <message>``) and exits with
+    ``exit_status``; the run directory holds the last good checkpoint.
+    """
+
+    exit_status = 1
+
+    def __init__(self, message: str, *, exit_status: int | None = None) -> None:
+        super().__init__(message)
+        if exit_status is not None:
+            self.exit_status = exit_status
+
+
+class WriteError(OSError):
+    """A file or directory could not be written (disk full, permissions, I/O error).
+
+    The message names the path and the reason on one line; whatever was there before is intact.
+    The command line prints it and exits with status 1.
+    """

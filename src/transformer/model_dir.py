@@ -128,7 +128,11 @@ def build_model(config: dict[str, Any], *, source: str = CONFIG_FILE) -> nn.Modu
     except KeyError:
         raise InputError(f"{source}: no 'model' section") from None
     except (TypeError, ValueError) as err:
-        raise InputError(f"{source}: bad model configuration: {err}") from None
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise InputError(f"{source}: bad model configuration: {reason}") from None
+    except (RuntimeError, MemoryError, OverflowError) as err:  # sizes no machine can hold
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise InputError(f"{source}: cannot build the model it describes ({reason})") from None
 
 
 def read_config(run_dir: Path | str) -> dict[str, Any]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from transformer.cli import main
 
 
@@ -33,7 +31,6 @@ def test_demo_refuses_a_directory_of_another_kind(cli, trained_run, capsys):
     assert "not a demo run" in cli.error_line(capsys)
 
 
-@pytest.mark.slow
 def test_full_demo_reaches_90_percent_exact_match(cli, tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path / "demo"), "--json", "--no-progress"]) == 0
     summary = cli.json_out(capsys)

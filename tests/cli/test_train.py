@@ -23,7 +23,7 @@ def test_train_writes_the_model_directory(trained_run):
     assert all("bleu" in r for r in records if r["kind"] == "valid")
 
 
-def test_resume_continues_and_takes_a_new_budget(cli, trained_run, tmp_path, capsys):
+def test_resume_continues_and_takes_a_new_budget(cli, trained_run, number_files, tmp_path, capsys):
     run = cli.copy_run(trained_run, tmp_path)
     capsys.readouterr()
     assert main(["train", "--resume", str(run), "--max-steps", "6", "--json", "--no-progress",
@@ -32,6 +32,15 @@ def test_resume_continues_and_takes_a_new_budget(cli, trained_run, tmp_path, cap
     assert summary["steps"] == 6 and summary["stopped_by"] == "max_steps"
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(steps) and steps[-1] == 6
+    # the real reader, tokenizer and BLEU validation: the weights of a straight 6-update run
+    from safetensors.torch import load_file
+
+    straight = tmp_path / "straight"
+    assert main(["train", *cli.data_flags(number_files), *cli.TINY, "--max-steps", "6",
+                 "--eval-every", "2", "--log-every", "1", "--out", str(straight)]) == 0
+    for name in ("checkpoint/model.safetensors", "model.safetensors"):
+        a, b = load_file(str(straight / name)), load_file(str(run / name))
+        assert all(torch.equal(a[k], b[k]) for k in a), name
 
 
 def test_resume_refuses_to_change_the_configuration(cli, trained_run, tmp_path, capsys):

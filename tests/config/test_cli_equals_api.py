@@ -32,10 +32,12 @@ def classify_config(*flags: str):
 
 
 TRANSLATION_FLAGS = ("--d-model", "64", "--num-heads", "2", "--layers", "2", "--decoder-layers", "1",
-                     "--max-steps", "10", "--lr", "0.01", "--vocab-size", "500", "--norm-first")
+                     "--max-steps", "10", "--lr", "0.01", "--vocab-size", "500", "--norm-first",
+                     "--save-every", "7", "--save-minutes", "2.5", "--max-bad-updates", "3")
 TRANSLATION_KEYS = {"model.d_model": 64, "model.num_heads": 2, "model.layers": 2,
                     "model.num_decoder_layers": 1, "max_steps": 10, "lr": 0.01,
-                    "vocab_size": 500, "model.norm_first": True}
+                    "vocab_size": 500, "model.norm_first": True, "save_every": 7,
+                    "save_minutes": 2.5, "max_bad_updates": 3}
 
 
 @pytest.mark.parametrize("name", list(PRESETS["translation"]))
@@ -45,6 +47,8 @@ def test_translation_presets(name):
     assert with_flags == translation_config(name, TRANSLATION_KEYS)
     assert (with_flags.model.num_encoder_layers, with_flags.model.num_decoder_layers) == (2, 1)
     assert with_flags.model.src_vocab_size == 500  # the requested vocabulary, until tokenizers exist
+    loop = with_flags.loop_config()  # the robustness flags reach the training loop
+    assert (loop.save_every, loop.save_minutes, loop.max_bad_updates) == (7, 2.5, 3)
 
 
 def test_translation_without_a_preset_is_small_with_its_schedule_and_ten_epochs():
@@ -77,12 +81,13 @@ def test_explicit_files_replace_the_corpus():
 def test_classifier_presets(name):
     assert classify_config("--train", "t.tsv", "--preset", name) == classifier_config(name)
     flags = ("--d-model", "64", "--num-heads", "2", "--layers", "3", "--lr", "0.002",
-             "--pooling", "cls", "--epochs", "1")
+             "--pooling", "cls", "--epochs", "1", "--save-every", "5", "--max-bad-updates", "2")
     keys = {"model.d_model": 64, "model.num_heads": 2, "model.num_encoder_layers": 3,
-            "lr": 0.002, "pooling": "cls", "epochs": 1}
+            "lr": 0.002, "pooling": "cls", "epochs": 1, "save_every": 5, "max_bad_updates": 2}
     config = classify_config("--train", "t.tsv", "--preset", name, *flags)
     assert config == classifier_config(name, keys)
     assert config.model.num_decoder_layers == 0  # --layers: every stack the classifier has
+    assert (config.loop_config().save_every, config.loop_config().max_bad_updates) == (5, 2)
 
 
 def test_classifier_corpus_brings_its_preset_and_a_preset_its_corpus():

@@ -1,12 +1,17 @@
-"""One process of the data-parallel test (run by test_distributed.py, not collected by pytest).
+"""One process of the data-parallel tests (run by test_distributed.py, not collected by pytest).
 
-Each of WORLD_SIZE ranks takes its share of every global batch of 8 sentence pairs, as 2
-micro-batches accumulated into one update; rank 0 writes the weights after 3 updates.
+``ddp_worker.py OUT``: each of WORLD_SIZE ranks takes its share of every global batch of 8 sentence
+pairs, as 2 micro-batches accumulated into one update; rank 0 writes the weights after 3 updates.
+
+``ddp_worker.py RUN_DIR preempt``: trains into RUN_DIR until a signal; after update 3 every rank
+writes ``ready-RANK``; on the stop each rank writes the update it stopped after to
+``stopped-RANK`` and exits with the stop's status.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -14,6 +19,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import ListData, collate, make_pairs, tiny_model  # noqa: E402
+from transformer.errors import RunStopped  # noqa: E402
 from transformer.training import distributed  # noqa: E402
 from transformer.training.trainer import TrainConfig, Trainer  # noqa: E402
 from transformer.training.translation_task import TranslationTask  # noqa: E402
@@ -40,7 +46,8 @@ def train(rank: int, world_size: int, accumulate: int) -> torch.nn.Module:
     trainer = Trainer(
         model=model, task=TranslationTask(), optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
         train_data=ListData(local_batches(rank, world_size, accumulate), shuffle=False),
-        config=TrainConfig(max_steps=STEPS, accumulate=accumulate, clip_norm=0.5, eval_every=0,
+        # no clipping: it would rescale a wrongly normalised gradient to the right norm
+        config=TrainConfig(max_steps=STEPS, accumulate=accumulate, clip_norm=None, eval_every=0,
                            log_every=100),
         device="cpu",
     )
@@ -48,8 +55,44 @@ def train(rank: int, world_size: int, accumulate: int) -> torch.nn.Module:
     return model
 
 
+class Paced(TranslationTask):
+    """Marks update 3 as reached with a file and slows the updates so a test can signal them."""
+
+    def __init__(self, run_dir: Path, rank: int) -> None:
+        super().__init__()
+        self.run_dir, self.rank, self.calls = run_dir, rank, 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls == 4:
+            (self.run_dir / f"ready-{self.rank}").write_text("3")
+        time.sleep(0.02)
+        return super().loss(model, batch)
+
+
+def preempt(run_dir: Path, rank: int, world_size: int) -> int:
+    torch.set_num_threads(1)
+    model = tiny_model(seed=0)
+    trainer = Trainer(
+        model=model, task=Paced(run_dir, rank), optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        train_data=ListData(local_batches(rank, world_size, 1)),
+        config=TrainConfig(max_steps=100_000, eval_every=0, log_every=1), run_dir=run_dir,
+        device="cpu",
+    )
+    try:
+        trainer.fit()
+    except RunStopped as stop:
+        (run_dir / f"stopped-{rank}").write_text(str(trainer.state.step))
+        return stop.exit_status
+    return 0
+
+
 if __name__ == "__main__":
     info, _ = distributed.init_distributed(device="cpu")
+    if sys.argv[2:] == ["preempt"]:
+        status = preempt(Path(sys.argv[1]), info.rank, info.world_size)
+        distributed.shutdown()
+        sys.exit(status)
     trained = train(info.rank, info.world_size, accumulate=2)
     if info.is_main:
         save_file({k: v.contiguous() for k, v in trained.state_dict().items()}, sys.argv[1])

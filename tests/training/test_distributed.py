@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -48,11 +51,46 @@ def test_two_processes_equal_one_with_the_same_global_batch(tmp_path):
                for k, v in single.state_dict().items())
 
 
+def launch(args: list[str]) -> list[subprocess.Popen]:
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+               "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen([sys.executable, str(WORKER), *args], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    return procs
+
+
+@pytest.mark.parametrize("signalled", [0, 1])
+def test_a_signal_to_one_rank_stops_every_rank_after_the_same_update(tmp_path, signalled):
+    procs = launch([str(tmp_path), "preempt"])
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / f"ready-{signalled}").exists():
+            assert all(p.poll() is None for p in procs) and time.monotonic() < deadline
+            time.sleep(0.01)
+        procs[signalled].send_signal(signal.SIGTERM)  # the other rank gets nothing
+        for p in procs:
+            output, _ = p.communicate(timeout=60)
+            assert p.returncode == 143, output.decode()[-3000:]
+    finally:
+        for p in procs:  # a rank left waiting for the other must not outlive the test
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    stopped = [int((tmp_path / f"stopped-{rank}").read_text()) for rank in range(2)]
+    assert stopped[0] == stopped[1] >= 3
+    state = torch.load(tmp_path / "checkpoint" / "state.pt", weights_only=True)
+    assert state["trainer"]["step"] == stopped[0] and len(state["rng"]) == 2
+
+
 def test_single_process_helpers_are_identities():
     assert distributed.current().world_size == 1
     dev = torch.device("cpu")
     assert distributed.all_reduce_sum([1.0, 2.0], device=dev) == [1.0, 2.0]
     assert distributed.all_reduce_min(3, device=dev) == 3
+    assert distributed.all_reduce_max([3, 0], device=dev) == [3, 0]
     assert distributed.broadcast_int(4, device=dev) == 4
     assert distributed.broadcast_object({"a": 1}) == {"a": 1}
     assert distributed.gather_to_main("x") == ["x"]

@@ -30,7 +30,7 @@ from transformer.cli import (
     version,
 )
 from transformer.cli.common import emit_json
-from transformer.errors import InputError
+from transformer.errors import InputError, RunStopped, WriteError
 
 VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average,
          imports, export)
@@ -70,6 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as err:
         print(f"transformer: error: {err}", file=sys.stderr)
         return 2
+    except RunStopped as err:  # a signal or a diverged run: the checkpoint on disk is good
+        print(f"transformer: {err}", file=sys.stderr)
+        return err.exit_status
+    except WriteError as err:
+        print(f"transformer: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("transformer: interrupted", file=sys.stderr)
         return 130

@@ -13,6 +13,7 @@ from transformer.cli.common import (
     add_json,
     add_model_flags,
     as_input_error,
+    device,
     emit_json,
     overrides,
     set_threads,
@@ -158,7 +159,7 @@ def run_train(args: argparse.Namespace) -> int:
     summary = train_classifier_run(
         config, run_dir=args.out, overwrite=args.overwrite, preset=preset, data=data,
         train=args.train, valid=args.valid, test=args.test, columns=_columns(args),
-        split_seed=args.split_seed, multi_label=args.multi_label, device=args.device,
+        split_seed=args.split_seed, multi_label=args.multi_label, device=device(args.device),
         progress=args.progress)
     if args.json:
         emit_json(summary)
@@ -192,7 +193,7 @@ def run_predict(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     from transformer.decoding.classifier import Classifier
 
-    classifier = Classifier.load(args.model, device=args.device)
+    classifier = Classifier.load(args.model, device=device(args.device))
     texts = _read_texts(args)
     out = classifier.predict(texts)
     if out.num_truncated or out.num_empty:
@@ -215,7 +216,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from transformer.decoding.classifier import Classifier
     from transformer.evaluation.classifier import evaluation_data
 
-    classifier = Classifier.load(args.model, device=args.device)
+    classifier = Classifier.load(args.model, device=device(args.device))
     data = evaluation_data(classifier, data=args.data, split=args.split, file=args.file,
                            **_columns(args))
     result = classifier.evaluate(data)

@@ -65,6 +65,11 @@ RUN_FLAGS: tuple[Flag, ...] = (
     ("--minutes", "minutes", float, "stop after this much wall-clock time", ()),
     ("--patience", "patience", int, "stop after this many validations without improvement", ()),
     ("--seed", "seed", int, "random seed of data and training (default 0)", ()),
+    ("--save-every", "save_every", int,
+     "a checkpoint every N updates besides those at validations (default 0: only there)", ()),
+    ("--save-minutes", "save_minutes", float, "a checkpoint at least every M minutes", ()),
+    ("--max-bad-updates", "max_bad_updates", int, "stop after K updates in a row skipped for a "
+     "non-finite loss or gradient (default 10; 0: never)", ()),
 )
 
 

@@ -21,7 +21,7 @@ from transformer.cli.common import (
 )
 from transformer.config.choices import PRESETS, TRANSLATION_CORPORA
 from transformer.config.presets import TRANSLATION_PRESETS
-from transformer.config.runs import STOP_FIELDS
+from transformer.config.runs import RESUME_FIELDS
 from transformer.errors import InputError
 
 # flags of the translation run only: flag, key, type, help, old spellings
@@ -88,7 +88,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                        metavar=("B1", "B2"), help="Adam betas (default 0.9 0.98)")
     run = p.add_argument_group("run")
     run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/train)")
-    run.add_argument("--resume", metavar="RUN_DIR", help="continue this run exactly")
+    run.add_argument("--resume", metavar="RUN_DIR|auto", help="continue this run exactly; "
+                     "'auto': resume --out when it holds a checkpoint of this configuration, else "
+                     "start it (the same command for the first start and every restart)")
     run.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
     add_training_run(run, device_help="auto (default), cpu, cuda or cuda:N",
                      threads_help="CPU threads for PyTorch")
@@ -115,16 +117,24 @@ def run_train(args: argparse.Namespace) -> int:
         logging.getLogger().setLevel(logging.WARNING)
     changes = overrides(args)
     try:
-        if args.resume is not None:
+        if args.resume == "auto":
+            from transformer.training.auto_resume import train_or_resume_translation
+
+            config = config_of(args)
+            summary = as_input_error(lambda: train_or_resume_translation(
+                config, run_dir=args.out or "runs/train", device=args.device,
+                progress=progress(args)))
+        elif args.resume is not None:
             given = [flag_of(key, MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS)
-                     for key in changes if key not in STOP_FIELDS]
+                     for key in changes if key not in RESUME_FIELDS]
             given += [f"--{name}" for name in ("preset", "out") if getattr(args, name) is not None]
             if given:
                 raise InputError(
                     f"--resume continues with the stored configuration; {given[0]} cannot change "
-                    f"(only {', '.join('--' + f.replace('_', '-') for f in STOP_FIELDS)} can)"
+                    f"(only {', '.join('--' + f.replace('_', '-') for f in RESUME_FIELDS)} can; "
+                    "--resume auto takes the whole command)"
                 )
-            stop = {key: changes.get(key) for key in STOP_FIELDS}
+            stop = {key: changes.get(key) for key in RESUME_FIELDS}
             summary = as_input_error(lambda: resume_translation(
                 args.resume, device=args.device, progress=progress(args), **stop))
         else:

@@ -98,6 +98,19 @@ class ModelConfig:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"unknown ModelConfig fields: {', '.join(unknown)}")
+        # a file may hold anything: each value must have its field's JSON type (no 0.0 as an id)
+        for field in dataclasses.fields(cls):
+            if field.name not in data:
+                continue
+            value = data[field.name]
+            kind = int if field.default is dataclasses.MISSING else type(field.default)  # vocab
+            ok = (isinstance(value, bool) if kind is bool
+                  else isinstance(value, int | float) and not isinstance(value, bool)
+                  if kind is float
+                  else isinstance(value, int) and not isinstance(value, bool) if kind is int
+                  else isinstance(value, kind))
+            if not ok:
+                raise ValueError(f"{field.name} must be a {kind.__name__}, got {value!r}")
         return cls(**data)
 
     # Presets. ``vocab_size`` sets both sides at once; any field can be overridden.

@@ -29,7 +29,10 @@ from transformer.config.choices import (
 )
 from transformer.config.model import ModelConfig
 
-STOP_FIELDS = ("epochs", "max_steps", "minutes", "patience")  # what may change on resume
+STOP_FIELDS = ("epochs", "max_steps", "minutes", "patience")
+# what may change on resume: the budget, and how often the run saves or how many bad updates it
+# tolerates (neither changes the weights)
+RESUME_FIELDS = (*STOP_FIELDS, "save_every", "save_minutes", "max_bad_updates")
 
 
 def _with_vocab(model: ModelConfig, vocab_size: int) -> ModelConfig:
@@ -139,6 +142,10 @@ class TranslationTrainConfig(_RunConfig):
     decode_max_len_a: float = 1.5
     decode_max_len_b: int = 10
     seed: int = 0
+    # robustness: checkpoints between evaluations, and the non-finite update guard
+    save_every: int = 0  # a checkpoint every N updates (0: only at evaluations)
+    save_minutes: float | None = None  # a checkpoint at least every M minutes
+    max_bad_updates: int = 10  # stop after K updates in a row with a non-finite loss/gradient
 
     def __post_init__(self) -> None:
         from transformer.training.schedule import LRSchedule
@@ -177,7 +184,8 @@ class TranslationTrainConfig(_RunConfig):
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
             accumulate=self.accumulate, clip_norm=self.clip_norm, precision=self.precision,
             eval_every=self.eval_every, log_every=self.log_every, patience=self.patience,
-            keep_last=self.average_last, seed=self.seed,
+            keep_last=self.average_last, seed=self.seed, save_every=self.save_every,
+            save_minutes=self.save_minutes, max_bad_updates=self.max_bad_updates,
         )
 
     @classmethod
@@ -238,6 +246,9 @@ class ClassifierTrainConfig(_RunConfig):
     max_pos_weight: float = 30.0
     metric: str | None = None
     seed: int = 0
+    save_every: int = 0  # as in TranslationTrainConfig
+    save_minutes: float | None = None
+    max_bad_updates: int = 10
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig):
@@ -260,6 +271,19 @@ class ClassifierTrainConfig(_RunConfig):
             raise ValueError(f"lr must be positive, got {self.lr}")
         if self.model.max_len > self.batch_tokens:
             raise ValueError(f"batch_tokens={self.batch_tokens} is below max_len={self.model.max_len}")
+        self.loop_config()  # validates the loop fields
+
+    def loop_config(self) -> Any:
+        """The Trainer's loop settings (a ``training.trainer.TrainConfig``)."""
+        from transformer.training.trainer import TrainConfig
+
+        return TrainConfig(
+            epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
+            clip_norm=self.clip_norm, eval_every=self.eval_every,
+            log_every=min(100, self.eval_every or 100), patience=self.patience, seed=self.seed,
+            save_every=self.save_every, save_minutes=self.save_minutes,
+            max_bad_updates=self.max_bad_updates,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClassifierTrainConfig:

@@ -131,7 +131,8 @@ def _raw_rows(
         if not isinstance(text_column, str) or not (
             label_column is None or isinstance(label_column, str)
         ):
-            raise ValueError("JSONL columns must be given as key names")
+            raise InputError(f"{path}: JSONL columns must be given as key names, got "
+                             f"{text_column!r} and {label_column!r}")
         for number, line in iter_file_lines(path):
             if not line.strip():
                 continue
@@ -170,6 +171,9 @@ def _raw_rows(
     )
     needed = max(text_index, label_index if label_index is not None else 0) + 1
     sep_name = "tab" if fmt == "tsv" else "comma"
+    if width is not None and width < needed:
+        raise InputError(f"{path}: the header has {width} {sep_name}-separated columns, but column "
+                         f"{needed - 1} is needed (columns count from 0)")
     for number, fields in rows:
         if width is None:
             width = len(fields)
@@ -189,10 +193,20 @@ def _raw_rows(
         yield number, fields[text_index], labels
 
 
-def _build_vocabulary(tokens: set[str]) -> LabelVocabulary:
-    if tokens and all(t.isascii() and t.isdigit() for t in tokens):
-        return LabelVocabulary(tuple(str(i) for i in range(max(int(t) for t in tokens) + 1)))
-    return LabelVocabulary(tuple(sorted(tokens)))
+MAX_LABEL_ID = 99_999  # integer labels make a vocabulary of every id up to the largest
+
+
+def _build_vocabulary(tokens: set[str], *, path: Path) -> LabelVocabulary:
+    try:
+        if tokens and all(t.isascii() and t.isdigit() for t in tokens):
+            largest = max(int(t) for t in tokens)
+            if largest > MAX_LABEL_ID:
+                raise ValueError(f"label id {largest} is too large (integer labels are ids "
+                                 f"0..{MAX_LABEL_ID}, and every id up to the largest is a label)")
+            return LabelVocabulary(tuple(str(i) for i in range(largest + 1)))
+        return LabelVocabulary(tuple(sorted(tokens)))
+    except ValueError as err:
+        raise InputError(f"{path}: {err}") from None
 
 
 def read_classification(
@@ -237,7 +251,7 @@ def read_classification(
                 raise InputError(f"{path}, line {number}: no label")
     if labels is None:
         vocab = (
-            _build_vocabulary({t for _, _, tokens in rows for t in tokens})
+            _build_vocabulary({t for _, _, tokens in rows for t in tokens}, path=path)
             if label_column is not None and rows
             else None
         )

@@ -95,6 +95,10 @@ class Predictions:
         ]
 
 
+def _probability(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
+
+
 class Classifier:
     """A :class:`~transformer.model.TransformerClassifier` with its tokenizer, label names and
     (multi-label) decision thresholds, as :func:`~transformer.model_dir.load_model_dir`
@@ -110,13 +114,16 @@ class Classifier:
         names = config.get("labels")
         if not isinstance(names, list) or len(names) != self.model.num_labels:
             raise InputError(f"{source}: 'labels' must list the model's {self.model.num_labels} label names")
-        self.label_names = tuple(str(n) for n in names)
+        if not all(isinstance(n, str) for n in names):
+            raise InputError(f"{source}: 'labels' must be strings")
+        self.label_names = tuple(names)
         self.multi_label = bool(self.model.multi_label)
         thresholds = config.get("thresholds")
         self.thresholds: np.ndarray | None = None
         if self.multi_label and thresholds is not None:
-            if not isinstance(thresholds, list) or len(thresholds) != len(names):
-                raise InputError(f"{source}: 'thresholds' must hold one number per label")
+            if (not isinstance(thresholds, list) or len(thresholds) != len(names)
+                    or not all(_probability(t) for t in thresholds)):
+                raise InputError(f"{source}: 'thresholds' must hold one number in [0, 1] per label")
             self.thresholds = np.asarray(thresholds, dtype=np.float64)
 
     @classmethod

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,12 +49,17 @@ def load_translator(
 
         loaded.model.to(torch.bfloat16)
     training = loaded.config.get("training", {})
+    source = Path(model_dir) / "config.json"
+    if not isinstance(training, dict):
+        raise InputError(f"{source}: 'training' must be a JSON object")
+    if max_len_a is None:
+        max_len_a = _stored_number(training, "decode_max_len_a", 1.5, source=source)
+    if max_len_b is None:
+        max_len_b = _stored_number(training, "decode_max_len_b", 10, source=source, integer=True)
     try:
         options = DecodeOptions(
             beam_size=beam_size, length_penalty=length_penalty, nbest=nbest,
-            max_len_a=max_len_a if max_len_a is not None else training.get("decode_max_len_a", 1.5),
-            max_len_b=max_len_b if max_len_b is not None else training.get("decode_max_len_b", 10),
-            max_len=max_len,
+            max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len,
         )
     except ValueError as err:
         raise InputError(str(err)) from None
@@ -63,6 +69,16 @@ def load_translator(
     except ValueError as err:
         raise InputError(f"--precision {precision}: {err}") from None
     return translator, loaded
+
+
+def _stored_number(training: dict[str, Any], key: str, default: float, *, source: Path,
+                   integer: bool = False) -> Any:
+    """``training[key]`` (``default`` when absent), InputError naming it when not a number."""
+    value = training.get(key, default)
+    kinds = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+        raise InputError(f"{source}: training.{key} must be a number, got {value!r}")
+    return value
 
 
 def read_test_set(

@@ -22,6 +22,7 @@ from transformer.config.presets import demo_config
 from transformer.config.runs import TranslationTrainConfig
 from transformer.errors import InputError
 from transformer.model_dir import CONFIG_FILE, load_model_dir, read_config
+from transformer.training.run_lock import LOCK_FILE, hold_run_dir
 from transformer.training.train_translation import train_translation
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def prepare_run_dir(run_dir: Path) -> None:
             is_demo = False
         if not is_demo:
             raise InputError(f"{run_dir} holds a model that is not a demo run; choose another --out")
-    elif any(run_dir.iterdir()):
+    elif any(p.name != LOCK_FILE for p in run_dir.iterdir()):
         raise InputError(f"{run_dir} is not empty and not a demo run; choose another --out")
     for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "metrics.jsonl", "attention.png"):
         path = run_dir / name
@@ -76,13 +77,21 @@ def run_demo(
     Returns a summary: training figures, test exact match / BLEU / chrF, ``num_examples``
     translations beside their references and the attention picture's path.
     """
+    start = time.monotonic()
+    run_dir = Path(run_dir)
+    with hold_run_dir(run_dir):
+        return _run_demo(config=config, run_dir=run_dir, device=device, progress=progress,
+                         num_examples=num_examples, start=start)
+
+
+def _run_demo(*, config: TranslationTrainConfig | None, run_dir: Path, device: str, progress: bool,
+              num_examples: int, start: float) -> dict[str, Any]:
+    """:func:`run_demo` once the run directory's lock is held."""
     import sacrebleu
 
     from transformer.data.builtin_task import number_task_splits
     from transformer.decoding.translator import DecodeOptions, Translator
 
-    start = time.monotonic()
-    run_dir = Path(run_dir)
     prepare_run_dir(run_dir)
     cfg = config if config is not None else demo_config()
     seed = cfg.seed

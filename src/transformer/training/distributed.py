@@ -112,6 +112,15 @@ def all_reduce_min(value: int, *, device: torch.device) -> int:
     return int(t.item())
 
 
+def all_reduce_max(values: list[int], *, device: torch.device) -> list[int]:
+    """Element-wise maximum of ``values`` over ranks (any rank's flag reaches every rank)."""
+    if not current().is_distributed:
+        return list(values)
+    t = torch.tensor(values, dtype=torch.int64, device=_comm_device(device))
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return [int(v) for v in t.tolist()]
+
+
 def broadcast_int(value: int, *, device: torch.device) -> int:
     """Rank 0's ``value`` on every rank (so that every rank stops at the same step)."""
     if not current().is_distributed:

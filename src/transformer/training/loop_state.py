@@ -32,6 +32,9 @@ class TrainConfig:
     patience: int | None = None  # evaluations without improvement before stopping
     keep_last: int = 0  # weights of the last N evaluations kept in RUN_DIR/snapshots/ (averaging)
     seed: int = 0
+    save_every: int = 0  # updates between checkpoints besides those at evaluations (0: none)
+    save_minutes: float | None = None  # a checkpoint at least this often (wall clock)
+    max_bad_updates: int = 10  # stop after this many non-finite updates in a row (0: never)
 
     def __post_init__(self) -> None:
         if self.epochs is None and self.max_steps is None and self.minutes is None:
@@ -50,6 +53,11 @@ class TrainConfig:
             raise ValueError(f"bad eval_every={self.eval_every} or log_every={self.log_every}")
         if self.keep_last < 0:
             raise ValueError(f"keep_last must be at least 0, got {self.keep_last}")
+        if self.save_every < 0 or self.max_bad_updates < 0:
+            raise ValueError(f"save_every and max_bad_updates must be at least 0, got "
+                             f"{self.save_every} and {self.max_bad_updates}")
+        if self.save_minutes is not None and self.save_minutes <= 0:
+            raise ValueError(f"save_minutes must be positive, got {self.save_minutes}")
 
 
 @dataclass
@@ -66,6 +74,8 @@ class TrainState:
     bad_evals: int = 0
     last_eval_step: int | None = None
     last_eval: dict[str, float] = field(default_factory=dict)
+    skipped_updates: int = 0  # updates skipped for a non-finite loss or gradient (fp32/bf16)
+    bad_in_a_row: int = 0  # of which the latest consecutive ones
 
 
 @dataclass

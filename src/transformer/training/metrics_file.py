@@ -11,15 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from transformer.atomic import atomic_write_text
+from transformer.errors import WriteError
 
 METRICS_FILE = "metrics.jsonl"
 
 
 def append_metrics(run_dir: Path, record: dict[str, Any]) -> None:
     """Append ``record`` as one line of ``run_dir/metrics.jsonl`` (the folder is made if missing)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / METRICS_FILE, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
+    path = run_dir / METRICS_FILE
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+    except OSError as err:
+        raise WriteError(f"{path}: could not append ({err.strerror or err})") from err
 
 
 def truncate_metrics(run_dir: Path, step: int) -> None:

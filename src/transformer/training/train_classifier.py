@@ -37,8 +37,9 @@ from transformer.model_dir import load_model_dir, save_model_dir
 from transformer.training.checkpoint import seed_everything
 from transformer.training.classification_task import ClassificationTask
 from transformer.training.optimizer import build_optimizer
+from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -165,11 +166,7 @@ def train_classifier(
 
     trainer = Trainer(
         model=model, task=task, optimizer=optimizer, scheduler=scheduler, train_data=data,
-        config=TrainConfig(
-            epochs=config.epochs, max_steps=config.max_steps, minutes=config.minutes,
-            clip_norm=config.clip_norm, eval_every=config.eval_every,
-            log_every=min(100, config.eval_every or 100), patience=config.patience, seed=config.seed,
-        ),
+        config=config.loop_config(),
         run_dir=run_dir, save_best=save_best, device=device, progress=progress,
     )
     result = trainer.fit()
@@ -227,11 +224,24 @@ def train_classifier_run(
     """``transformer classify train``: refuse (or with ``overwrite`` clear) a model already in
     ``run_dir``, read the splits (a corpus by name, or files; ``columns`` holds text_column,
     label_column, format and label_separator) and :func:`train_classifier` on them."""
+    run_dir = Path(run_dir)
+    with hold_run_dir(run_dir):
+        return _train_classifier_run(
+            config, run_dir=run_dir, overwrite=overwrite, preset=preset, data=data, train=train,
+            valid=valid, test=test, columns=columns, split_seed=split_seed,
+            multi_label=multi_label, device=device, progress=progress)
+
+
+def _train_classifier_run(config: ClassifierTrainConfig, *, run_dir: Path, overwrite: bool,
+                          preset: str | None, data: str | None, train: str | None,
+                          valid: str | None, test: str | None, columns: dict[str, Any] | None,
+                          split_seed: int | None, multi_label: bool | None,
+                          device: str | torch.device, progress: bool) -> dict[str, Any]:
+    """:func:`train_classifier_run` once the run directory's lock is held."""
     import shutil
 
     from transformer.data.classification_splits import DEFAULT_SEED, resolve_splits
 
-    run_dir = Path(run_dir)
     if (run_dir / "config.json").exists():
         if not overwrite:
             raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it")

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from transformer.config.runs import STOP_FIELDS, TranslationTrainConfig
+from transformer.config.runs import RESUME_FIELDS, TranslationTrainConfig
 from transformer.data.batch import Batch
 from transformer.data.batching import collate_pairs, encode_pairs
 from transformer.data.epochs import Epochs
@@ -40,6 +40,7 @@ from transformer.model_dir import (
 from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint, seed_everything
 from transformer.training.optimizer import build_optimizer
+from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import Trainer, TrainResult
 from transformer.training.translation_task import TranslationTask
@@ -258,17 +259,23 @@ def summarize(result: TrainResult, *, run_dir: Path, model: torch.nn.Module,
 
 def resume_translation(run_dir: Path | str, *, device: str = "auto", progress: bool = False,
                        **stop: Any) -> dict[str, Any]:
-    """Continue the run in ``run_dir`` exactly; ``stop`` may change epochs, max_steps, minutes or
-    patience (e.g. a larger budget)."""
-    run_dir = Path(run_dir)
+    """Continue the run in ``run_dir`` exactly, holding its lock; ``stop`` may change epochs,
+    max_steps, minutes or patience (e.g. a larger budget), save_every, save_minutes or
+    max_bad_updates."""
+    with hold_run_dir(run_dir):
+        return resume_unlocked(Path(run_dir), device=device, progress=progress, **stop)
+
+
+def resume_unlocked(run_dir: Path, *, device: str, progress: bool, **stop: Any) -> dict[str, Any]:
+    """:func:`resume_translation` for a caller that holds the lock."""
     stored = read_config(run_dir)
     if stored.get("task", "translation") != "translation" or "training" not in stored:
         raise InputError(f"{run_dir / CONFIG_FILE}: not a translation run that can be resumed")
     if not has_checkpoint(run_dir):
         raise InputError(f"{run_dir / 'checkpoint'}: no checkpoint to resume from")
-    bad = sorted(set(stop) - set(STOP_FIELDS))
+    bad = sorted(set(stop) - set(RESUME_FIELDS))
     if bad:
-        raise ValueError(f"only {', '.join(STOP_FIELDS)} can change on resume, not {', '.join(bad)}")
+        raise ValueError(f"only {', '.join(RESUME_FIELDS)} can change on resume, not {', '.join(bad)}")
     try:
         cfg = TranslationTrainConfig.from_dict(stored["training"])
         cfg = cfg.replace(**{k: v for k, v in stop.items() if v is not None})
@@ -279,16 +286,23 @@ def resume_translation(run_dir: Path | str, *, device: str = "auto", progress: b
 
 def start_translation(cfg: TranslationTrainConfig, *, run_dir: Path | str, overwrite: bool = False,
                       device: str = "auto", progress: bool = False) -> dict[str, Any]:
-    """``transformer train``: refuse (or with ``overwrite`` clear) a model already in ``run_dir``,
-    then :func:`train_translation`."""
+    """``transformer train``: hold ``run_dir``'s lock, refuse (or with ``overwrite`` clear) a model
+    already there, then :func:`train_translation`."""
+    with hold_run_dir(run_dir):
+        return start_unlocked(cfg, run_dir=Path(run_dir), overwrite=overwrite, device=device,
+                              progress=progress)
+
+
+def start_unlocked(cfg: TranslationTrainConfig, *, run_dir: Path, overwrite: bool, device: str,
+                   progress: bool) -> dict[str, Any]:
+    """:func:`start_translation` for a caller that holds the lock."""
     import shutil
 
-    run_dir = Path(run_dir)
     if (run_dir / CONFIG_FILE).exists() and not overwrite:
         raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it or "
                          f"--resume {run_dir} to continue it")
     if overwrite:
-        for name in ("checkpoint", "snapshots", "metrics.jsonl"):
+        for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "snapshots", "metrics.jsonl"):
             path = run_dir / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     return train_translation(cfg, run_dir=run_dir, device=device, progress=progress)

@@ -18,35 +18,28 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from transformer.errors import InputError
+from transformer.errors import RunStopped
 from transformer.model_dir import unwrap
 from transformer.training import distributed as D
-from transformer.training.checkpoint import (
-    drop_snapshots_after,
-    load_checkpoint,
-    rng_state,
-    save_checkpoint,
-    save_snapshot,
-    seed_everything,
-    set_rng_state,
-)
+from transformer.training.checkpoint import seed_everything
 from transformer.training.loop_state import EpochData, TrainConfig, TrainResult, TrainState
-from transformer.training.metrics_file import append_metrics, truncate_metrics
+from transformer.training.metrics_file import append_metrics
+from transformer.training.preemption import Preemption, exit_status
 from transformer.training.task import Task
+from transformer.training.trainer_checkpoint import restore_trainer, write_trainer_checkpoint
 
 log = logging.getLogger(__name__)
 
 STOP_REASONS = (None, "epochs", "max_steps", "minutes", "patience")
-
 
 
 class Trainer:
@@ -128,17 +121,37 @@ class Trainer:
             tokens += self.task.num_tokens(batch)
         if scaler is not None:
             scaler.unscale_(opt)
+        grad_norm = None
         if self.config.clip_norm:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
-        if scaler is not None:
+            grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
+        skipped = False
+        if scaler is not None:  # the scaler skips non-finite steps itself (and rescales)
             scaler.step(opt)
             scaler.update()
         else:
-            opt.step()
+            skipped = self._non_finite(loss_sum, grad_norm)
+            if not skipped:
+                opt.step()
+        # the schedule advances over a skipped update too, as it does under fp16's scaler
         if self.scheduler is not None:
             self.scheduler.step()
         opt.zero_grad(set_to_none=True)
+        self._count_skip(skipped)
         return float(loss_sum), local, tokens
+
+    def _non_finite(self, loss_sum: torch.Tensor, grad_norm: torch.Tensor | None) -> bool:
+        """Whether this update's loss or gradient holds an inf or NaN, on any rank."""
+        if grad_norm is None:
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            grad_norm = nn.utils.get_total_norm(grads) if grads else torch.zeros(())
+        bad = int(not (torch.isfinite(loss_sum) and torch.isfinite(grad_norm)))
+        # DDP's gradients are the same on every rank but the loss is not: agree on the decision
+        return bool(D.all_reduce_max([bad], device=self.device)[0])
+
+    def _count_skip(self, skipped: bool) -> None:
+        st = self.state
+        st.skipped_updates += int(skipped)
+        st.bad_in_a_row = st.bad_in_a_row + 1 if skipped else 0
 
     # --- the loop ---------------------------------------------------------------------------------
 
@@ -156,7 +169,8 @@ class Trainer:
         plan: Sequence[Any] = ()
         plan_epoch = -1
         n = 1
-        with self._progress_bar():
+        last_save = time.monotonic()
+        with self._progress_bar(), Preemption() as preemption:
             while True:
                 stopped_by = self._stop_reason(time.monotonic() - start)
                 if stopped_by is not None:
@@ -175,17 +189,30 @@ class Trainer:
                 if st.batch_index >= n:
                     st.epoch, st.batch_index = st.epoch + 1, 0
                 st.elapsed_s = time.monotonic() - start
-                window["loss"] += loss
-                window["norm"] += norm
-                window["tokens"] += tokens
-                st.tokens += tokens
+                if st.bad_in_a_row:
+                    self._skipped(loss)
+                else:  # a skipped update's NaN would spoil the logged mean
+                    window["loss"] += loss
+                    window["norm"] += norm
+                    window["tokens"] += tokens
+                    st.tokens += tokens
                 if self._bar is not None:
                     self._bar.update(1)
                 if st.step % cfg.log_every == 0:
                     self._log_train(window, n)
+                saved = False
                 if cfg.eval_every and st.step % cfg.eval_every == 0:
                     self._evaluate(n)
                     self._checkpoint()
+                    saved = True
+                signum, due = self._at_boundary(preemption, time.monotonic() - last_save)
+                if not saved and (signum or due or (cfg.save_every and st.step % cfg.save_every == 0)):
+                    self._checkpoint()
+                    saved = True
+                if saved:
+                    last_save = time.monotonic()
+                if signum:
+                    raise self._preempted(signum)
             if st.last_eval_step != st.step:
                 self._evaluate(n)
                 self._checkpoint()
@@ -202,6 +229,35 @@ class Trainer:
             last_eval=dict(st.last_eval),
             tokens_per_s=st.tokens * self.dist.world_size / max(st.elapsed_s, 1e-9),
         )
+
+    def _at_boundary(self, preemption: Preemption, since_save: float) -> tuple[int, bool]:
+        """After an update: (a signal received by any rank, or 0; whether rank 0's clock says
+        a timed checkpoint is due), the same on every rank."""
+        minutes = self.config.save_minutes
+        due = int(self.dist.is_main and minutes is not None and since_save >= minutes * 60)
+        signum, due = D.all_reduce_max([preemption.requested(), due], device=self.device)
+        return signum, bool(due)
+
+    def _preempted(self, signum: int) -> RunStopped:
+        name = signal.Signals(signum).name
+        where = self.run_dir / "checkpoint" if self.run_dir is not None else "nowhere (no run_dir)"
+        log.warning("stopped by %s after update %d; checkpoint written to %s", name,
+                    self.state.step, where)
+        return RunStopped(f"stopped by {name} after update {self.state.step}; the checkpoint is in "
+                          f"{where}", exit_status=exit_status(signum))
+
+    def _skipped(self, loss: float) -> None:
+        """Log an update skipped for a non-finite loss or gradient; stop after too many in a row."""
+        st, limit = self.state, self.config.max_bad_updates
+        self.write_metrics({"kind": "skipped", "step": st.step, "loss": repr(loss),
+                            "skipped_updates": st.skipped_updates, "in_a_row": st.bad_in_a_row})
+        log.warning("update %d skipped: non-finite loss or gradient (%d in a row, %d in all)",
+                    st.step, st.bad_in_a_row, st.skipped_updates)
+        if limit and st.bad_in_a_row >= limit:
+            where = self.run_dir / "checkpoint" if self.run_dir is not None else "no run_dir"
+            raise RunStopped(f"{st.bad_in_a_row} updates in a row had a non-finite loss or gradient "
+                             f"(updates {st.step - st.bad_in_a_row + 1}-{st.step}); stopped, the "
+                             f"last good checkpoint is kept in {where}")
 
     def _stop_reason(self, elapsed: float) -> str | None:
         cfg, st = self.config, self.state
@@ -239,6 +295,7 @@ class Trainer:
             "lr": self._lr(),
             "tokens_per_s": tokens / max(now - window["t"], 1e-9),
             "elapsed_s": round(self.state.elapsed_s, 3),
+            "skipped_updates": self.state.skipped_updates,
         }
         window.update(loss=0.0, norm=0, tokens=0, t=now)
         if self._bar is not None:
@@ -287,50 +344,10 @@ class Trainer:
         D.barrier()
 
     def _checkpoint(self) -> None:
-        rngs = D.gather_to_main(rng_state())  # every rank's generators, for an exact resume
-        if self.run_dir is None or not self.dist.is_main:
-            D.barrier()
-            return
-        state = {
-            "trainer": asdict(self.state),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-            "rng": rngs,
-            "world_size": self.dist.world_size,
-        }
-        save_checkpoint(self.run_dir, model=self.model, state=state)
-        if self.config.keep_last:
-            save_snapshot(self.run_dir, self.model, step=self.state.step, keep=self.config.keep_last)
-        D.barrier()
+        write_trainer_checkpoint(self)
 
     def _restore(self) -> None:
-        if self.run_dir is None:
-            raise ValueError("resume needs a run_dir")
-        saved = load_checkpoint(self.run_dir, model=self.model, map_location="cpu")
-        where = self.run_dir / "checkpoint"
-        try:
-            self.optimizer.load_state_dict(saved["optimizer"])
-            if self.scheduler is not None and saved.get("scheduler") is not None:
-                self.scheduler.load_state_dict(saved["scheduler"])
-            if self.scaler is not None and saved.get("scaler") is not None:
-                self.scaler.load_state_dict(saved["scaler"])
-            self.state = TrainState(**saved["trainer"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as err:
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise InputError(f"{where}: does not fit this run ({reason})") from None
-        rngs = saved.get("rng") or []
-        if len(rngs) == self.dist.world_size:
-            set_rng_state(rngs[self.dist.rank])
-        else:  # another number of processes: continue, but not bit-for-bit
-            log.warning("checkpoint has %d RNG states for %d processes; reseeding",
-                        len(rngs), self.dist.world_size)
-            seed_everything(self.config.seed + self.state.step + self.dist.rank)
-        if self.dist.is_main and self.run_dir is not None:
-            truncate_metrics(self.run_dir, self.state.step)
-            drop_snapshots_after(self.run_dir, self.state.step)
-            log.info("resumed %s at update %d (epoch %d, batch %d)", self.run_dir,
-                     self.state.step, self.state.epoch, self.state.batch_index)
+        restore_trainer(self)
 
     def write_metrics(self, record: dict[str, Any]) -> None:
         if self.run_dir is None or not self.dist.is_main:
