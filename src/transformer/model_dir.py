@@ -187,6 +187,11 @@ def save_model_dir(
 
     model = unwrap(model)
     run_dir = Path(run_dir)
+    for parent in (run_dir, *run_dir.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{run_dir}: {parent} is not a directory")
+            break
     run_dir.mkdir(parents=True, exist_ok=True)
     data = {"format_version": FORMAT_VERSION, "task": "translation", **config}
     data["model"] = model.config.to_dict()

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from transformer.convert.output import write_new_dir
 from transformer.errors import InputError
 from transformer.model.transformer import Transformer
 
@@ -155,26 +156,7 @@ def save_ctranslate2(model: Transformer, out_dir: str | os.PathLike[str], *,
     spec.config.add_source_eos = add_source_eos
     spec.validate()
     spec.optimize(quantization=quantization)
-    return _save_directory(spec, Path(out_dir))
-
-
-def _save_directory(spec: Any, out: Path) -> Path:
-    import shutil
-    import tempfile
-
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"{out}: exists and is not an empty directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        spec.save(str(tmp))
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return write_new_dir(out_dir, lambda tmp: spec.save(str(tmp)))
 
 
 def vocabulary(tokenizer: Any) -> list[str]:

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from transformer.convert.output import write_new_dir
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer.errors import InputError
 from transformer.model.transformer import Transformer
@@ -155,12 +154,7 @@ def export_huggingface(run_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     if missing or unexpected:  # pragma: no cover - a transformers release with other names
         raise InputError(f"this transformers version names Marian's weights differently "
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
-    out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"{out}: exists and is not an empty directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    def fill(tmp: Path) -> None:
         hf.save_pretrained(tmp)
         (tmp / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         (tmp / "source.spm").write_bytes(tok_src._proto)
@@ -169,10 +163,5 @@ def export_huggingface(run_dir: str | os.PathLike[str], out_dir: str | os.PathLi
             "tokenizer_class": "MarianTokenizer", "model_max_length": config.max_len,
             "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
             "separate_vocabs": False}), encoding="utf-8")
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+
+    return write_new_dir(out_dir, fill)
