@@ -5,7 +5,8 @@
 
 Each round trains a small model (d_model 64, 2+2 layers, vocabulary 64, batches of 32 x 16 tokens)
 for ``--steps`` updates with each tree, clipping on (the default) and off (where the non-finite
-check computes the gradient norm itself); the best round of each counts. Prints new / old and
+check computes the gradient norm itself); the best round of each counts. Then it times the added
+calls directly in one process (steadier than processes on a shared machine). Prints both and
 writes benchmarks/results/trainer_overhead.json.
 """
 
@@ -52,6 +53,48 @@ print(steps / (time.perf_counter() - start))
 """
 
 
+def direct(calls: int = 2000) -> dict[str, float]:
+    """Microseconds per call of what the loop adds to an update, timed in this process (this
+    tree), beside gradient clipping for scale."""
+    import time
+
+    import torch
+
+    from transformer import ModelConfig, Transformer
+    from transformer.training.preemption import Preemption
+    from transformer.training.trainer import TrainConfig, Trainer
+    from transformer.training.translation_task import TranslationTask
+
+    torch.set_num_threads(1)
+    model = Transformer(ModelConfig.tiny(64, d_model=64, d_ff=256, num_heads=4, num_encoder_layers=2,
+                                         num_decoder_layers=2, dropout=0.0, max_len=32))
+    for param in model.parameters():
+        param.grad = torch.randn_like(param)
+
+    class NoData:
+        def for_epoch(self, epoch: int) -> list:
+            return []
+
+    trainer = Trainer(model=model, task=TranslationTask(), optimizer=torch.optim.Adam(model.parameters()),
+                      train_data=NoData(), config=TrainConfig(max_steps=1, clip_norm=None))
+    loss, norm = torch.tensor(3.0), torch.tensor(1.0)
+    out = {}
+    with Preemption() as preemption:
+        for name, call in [
+            ("non-finite check, clipping on", lambda: trainer._non_finite(loss, norm)),
+            ("non-finite check, clipping off", lambda: trainer._non_finite(loss, None)),
+            ("signal and clock check", lambda: trainer._at_boundary(preemption, 1.0)),
+            ("clip_grad_norm_ (for scale)",
+             lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)),
+        ]:
+            call()
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            out[name] = round((time.perf_counter() - start) / calls * 1e6, 1)
+    return out
+
+
 def rate(src: Path, steps: int, clip: float) -> float:
     out = subprocess.run([sys.executable, "-c", CHILD, str(src), str(steps), str(clip)],
                          capture_output=True, text=True, check=True)
@@ -80,9 +123,13 @@ def main() -> None:
     for row in rows:
         print(f"{str(row['clip_norm']):>10} {row['old_updates_per_s']:>10} "
               f"{row['new_updates_per_s']:>10} {row['new_over_old']:>10}")
+    timed = direct()
+    for name, us in timed.items():
+        print(f"{name}: {us} us per update")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"command": " ".join(sys.argv), "steps": args.steps,
-                                   "rounds": args.rounds, "rows": rows}, indent=2) + "\n")
+                                   "rounds": args.rounds, "rows": rows, "direct_us": timed},
+                                  indent=2) + "\n")
 
 
 if __name__ == "__main__":
