@@ -23,6 +23,7 @@ from transformer.cli import (
     evaluate,
     memory,
     plot,
+    serve,
     train,
     translate,
     version,
@@ -30,7 +31,8 @@ from transformer.cli import (
 from transformer.cli.common import emit_json
 from transformer.errors import InputError
 
-VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average)
+VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average,
+         serve)
 
 __all__ = ["build_parser", "emit_json", "main"]
 
