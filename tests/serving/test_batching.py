@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from transformer.data.builtin_task import english_number
@@ -40,6 +41,37 @@ def test_gathers_within_the_token_budget():
     assert sorted(p for b in batches for p in b) == list(range(10))
 
 
+def test_a_lone_request_does_not_wait_for_the_window():
+    start = time.perf_counter()
+    results, batches = run_jobs([(5, 1)], max_wait_s=2.0)
+    assert results == [50] and batches == [[5]] and time.perf_counter() - start < 1.0
+
+
+def test_waits_for_as_many_as_the_last_batch():
+    """After a batch of 3, the next waits (within the window) for 3 requests that come apart."""
+    batches = []
+
+    def run(payloads):
+        batches.append(list(payloads))
+        return list(payloads)
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(run, executor=pool, max_wait_s=1.0)
+            batcher.start()
+            await asyncio.gather(*(batcher.submit(i, tokens=1) for i in range(3)))
+
+            async def later(i):
+                await asyncio.sleep(0.05 * i)
+                return await batcher.submit(10 + i, tokens=1)
+
+            await asyncio.gather(*(later(i) for i in range(3)))
+            await batcher.stop()
+
+    asyncio.run(main())
+    assert batches == [[0, 1, 2], [10, 11, 12]]
+
+
 def test_a_request_over_the_budget_runs_alone():
     results, batches = run_jobs([(1, 2), (2, 50), (3, 2)], max_wait_s=0.05, max_tokens=10)
     assert results == [10, 20, 30] and [1] in batches and [2] in batches
@@ -55,21 +87,26 @@ def test_a_request_whose_client_left_is_dropped():
 
     def run(payloads):
         seen.extend(payloads)
+        if "busy" in payloads:
+            time.sleep(0.3)  # the model is busy while the next requests queue
         return list(payloads)
 
     async def main():
         with ThreadPoolExecutor(1) as pool:
             batcher = Batcher(run, executor=pool, max_wait_s=0.1)
             batcher.start()
+            busy = asyncio.ensure_future(batcher.submit("busy", tokens=1))
+            await asyncio.sleep(0.05)
             gone = asyncio.ensure_future(batcher.submit("gone", tokens=1))
             kept = asyncio.ensure_future(batcher.submit("kept", tokens=1))
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
             gone.cancel()  # the client disconnected while its request waited
             result = await kept
+            await busy
             await batcher.stop()
             return result
 
-    assert asyncio.run(main()) == "kept" and seen == ["kept"]
+    assert asyncio.run(main()) == "kept" and seen == ["busy", "kept"]
 
 
 def test_a_failing_batch_fails_its_requests_only():

@@ -24,8 +24,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "repeat for more models")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    p.add_argument("--batch-wait-ms", type=float, default=5.0,
-                   help="how long a batch waits for more requests after its first (default 5)")
+    p.add_argument("--batch-wait-ms", type=float, default=50.0,
+                   help="longest wait of a batch for more requests after its first (default 50; a "
+                   "batch as big as the previous one with nothing more queued starts at once)")
     p.add_argument("--batch-tokens", type=int, default=4096,
                    help="source tokens in one batch at most (default 4096)")
     p.add_argument("--no-batching", action="store_true", help="run every request alone")

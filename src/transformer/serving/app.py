@@ -45,7 +45,7 @@ STATIC = files("transformer.serving") / "static"
 class ServeSettings:
     """How the server batches and what it lets in. ``batching=False`` runs every request alone."""
 
-    max_wait_ms: float = 5.0  # longest wait for more requests after the first of a batch
+    max_wait_ms: float = 50.0  # longest wait for more requests after the first of a batch
     max_batch_tokens: int = 4096  # source tokens in one batch
     batching: bool = True
     max_body_bytes: int = 1 << 20
