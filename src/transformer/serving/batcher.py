@@ -3,9 +3,10 @@
 Each model has one queue and one worker task. The worker takes the oldest waiting request, then
 keeps taking requests until ``max_wait_s`` has passed since the first one or the next request would
 take the batch past ``max_tokens`` source tokens (a request bigger than the budget runs alone).
-It stops waiting early once the batch is as big as the previous one and nothing more is queued:
-a lone client never waits for the window, and under steady load with N clients a batch waits for
-about N requests (clients whose answers went out together come back a few milliseconds apart).
+It stops waiting early once the batch is as big as the biggest of the last 8 batches and nothing
+more is queued: a lone client never waits for the window, and under steady load with N clients a
+batch waits for about N requests (clients whose answers went out together come back a few
+milliseconds apart), without one short batch making the next ones short too.
 The batch runs in the model's own worker thread, so the event loop keeps accepting, validating and
 answering requests meanwhile, and requests that arrive while the model runs form the next batch.
 ``max_requests=1`` turns batching off: every request runs alone, in arrival order.
@@ -20,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -59,7 +61,7 @@ class Batcher:
         self._queue: asyncio.Queue[Job] | None = None
         self._worker: asyncio.Task | None = None
         self._held: Job | None = None  # taken from the queue but over the last batch's budget
-        self._target = 1  # requests in the previous batch: how many are likely to come back
+        self._recent: deque[int] = deque([1], maxlen=8)  # sizes of the last batches
 
     def start(self) -> None:
         """Start the worker on the running event loop (call from the app's startup)."""
@@ -93,7 +95,7 @@ class Batcher:
             try:
                 job = self._queue.get_nowait()
             except asyncio.QueueEmpty:
-                if len(batch) >= self._target:
+                if len(batch) >= max(self._recent):  # as many as are likely to come
                     break
                 left = deadline - time.perf_counter()
                 if left <= 0:
@@ -107,7 +109,7 @@ class Batcher:
                 break
             batch.append(job)
             tokens += job.tokens
-        self._target = len(batch)
+        self._recent.append(len(batch))
         return batch
 
     async def _loop(self) -> None:
