@@ -154,3 +154,38 @@ def test_concurrent_requests_equal_alone(make_client):
         for g, a in zip(got_rows, alone, strict=True):
             assert (g["score"] is None) == (a["score"] is None)
             assert g["score"] is None or math.isclose(g["score"], a["score"], rel_tol=1e-5)
+
+
+def test_a_disconnected_client_leaves_the_queue():
+    """The route gives up a request whose client disconnected while the model was busy: the
+    request is never decoded."""
+    from transformer.serving.app import ApiError, submit_unless_gone
+
+    seen = []
+
+    def run(payloads):
+        seen.extend(payloads)
+        if "busy" in payloads:
+            time.sleep(0.4)
+        return list(payloads)
+
+    class Gone:
+        async def is_disconnected(self):
+            return True
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(run, executor=pool, max_wait_s=0.0)
+            batcher.start()
+            busy = asyncio.ensure_future(batcher.submit("busy", tokens=1))
+            await asyncio.sleep(0.05)
+            try:
+                await submit_unless_gone(Gone(), batcher, "gone", tokens=1, poll_s=0.05)
+            except ApiError as err:
+                status = err.status
+            await busy
+            await asyncio.sleep(0.1)
+            await batcher.stop()
+            return status
+
+    assert asyncio.run(main()) == 499 and seen == ["busy"]

@@ -62,6 +62,20 @@ class ApiError(Exception):
         self.line = line
 
 
+async def submit_unless_gone(request: Any, batcher: Batcher, payload: Any, *, tokens: int,
+                             poll_s: float = 0.1) -> Any:
+    """``batcher.submit(payload)``, given up as soon as the client disconnects (checked every
+    ``poll_s``): its request then leaves the queue and costs the others nothing."""
+    task = asyncio.ensure_future(batcher.submit(payload, tokens=tokens))
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=poll_s)
+        if done:
+            return task.result()
+        if await request.is_disconnected():
+            task.cancel()
+            raise ApiError(499, "client disconnected")
+
+
 def _rounded(maps: list[Any]) -> list[Any]:
     """Per-layer (H, Lq, Lk) tensors -> nested lists with 4 decimals (keeps the JSON small)."""
     return [m.float().round(decimals=4).tolist() for m in maps]
@@ -135,7 +149,7 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
         return {"models": [m.describe() for m in served.values()]}
 
     @app.post("/v1/translate")
-    async def translate(req: TranslateRequest) -> dict[str, Any]:
+    async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
         start = time.perf_counter()
         model = pick(req.model, "translation")
         if req.nbest is not None and req.nbest > req.beam:
@@ -143,7 +157,8 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
         options = model.default_options(beam_size=req.beam, nbest=req.nbest,
                                         length_penalty=req.length_penalty, max_len=req.max_len)
         tokens = model.count_tokens(req.texts)
-        found = await batchers[model.name].submit((list(req.texts), options), tokens=tokens)
+        found = await submit_unless_gone(request, batchers[model.name], (list(req.texts), options),
+                                         tokens=tokens)
         metrics.sentences[model.name] += len(req.texts)
         out = []
         for t in found:
@@ -155,10 +170,11 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
                 "timing": {"total_ms": round((time.perf_counter() - start) * 1000, 3)}}
 
     @app.post("/v1/classify")
-    async def classify(req: ClassifyRequest) -> dict[str, Any]:
+    async def classify(req: ClassifyRequest, request: Request) -> dict[str, Any]:
         start = time.perf_counter()
         model = pick(req.model, "classification")
-        rows = await batchers[model.name].submit(list(req.texts), tokens=model.count_tokens(req.texts))
+        rows = await submit_unless_gone(request, batchers[model.name], list(req.texts),
+                                        tokens=model.count_tokens(req.texts))
         metrics.sentences[model.name] += len(req.texts)
         return {"model": model.name, "results": [{"text": t, **r} for t, r in zip(req.texts, rows, strict=True)],
                 "multi_label": bool(model.classifier.multi_label), "thresholds": model.thresholds(),

@@ -174,7 +174,7 @@ function heatMap(weights, queries, keys) {
 // bertviz's head view: queries on the left, keys on the right, a line per link weighted by attention
 function headView(heads, head, queries, keys) {
   const rowH = 22, colW = 7 * Math.max(...queries.map((t) => t.length), ...keys.map((t) => t.length)) + 16, gap = 160;
-  const width = 2 * colW + gap, height = rowH * Math.max(queries.length, keys.length) + 20;
+  const width = 2 * colW + gap, height = rowH * Math.max(queries.length, keys.length) + 30;
   const svg = el("svg", { xmlns: SVG_NS, width, height, viewBox: `0 0 ${width} ${height}`, class: "headview",
     "data-rows": queries.length, "data-cols": keys.length, "font-family": "sans-serif", "font-size": 12 });
   svg.append(el("rect", { x: 0, y: 0, width, height, fill: "#fff" }));
