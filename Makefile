@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-all lint demo clean
+.PHONY: setup browser test test-all lint demo clean screenshot
 
 setup: $(STAMP)
 
@@ -15,16 +15,29 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
+# The browser test drives Debian's Chromium through its matching chromedriver; install both when
+# they are missing and apt-get can (CI runs as root). Elsewhere the browser test skips (not in CI).
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "chromium/chromedriver missing and apt-get unavailable: the browser test will skip"; fi; \
+	fi
+
 # The suite without the slow end-to-end runs; `make test-all` includes them.
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -m "not slow" -q
 
-test-all: $(STAMP)
+test-all: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+
+# The page's screenshot in the README: the browser test, writing docs/serve-page.png.
+screenshot: $(STAMP) browser
+	SERVE_SCREENSHOT=docs/serve-page.png $(BIN)/python -m pytest tests/serving/test_browser.py -q
 
 demo: $(STAMP)
 	$(BIN)/transformer demo

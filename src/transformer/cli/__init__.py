@@ -25,6 +25,7 @@ from transformer.cli import (
     imports,
     memory,
     plot,
+    serve,
     train,
     translate,
     version,
@@ -33,7 +34,7 @@ from transformer.cli.common import emit_json
 from transformer.errors import InputError, RunStopped, WriteError
 
 VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average,
-         imports, export)
+         imports, export, serve)
 
 __all__ = ["build_parser", "emit_json", "main"]
 

@@ -77,4 +77,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"Attention map of \"{summary['attention']['source']}\": {summary['attention']['path']}")
     print(f"Run directory: {summary['run_dir']} (try: transformer translate --model "
           f"{summary['run_dir']})  [{summary['total_s']:.0f}s in all]")
+    print(f"Serve it with its web page: transformer serve --model demo={summary['run_dir']}")
     return 0

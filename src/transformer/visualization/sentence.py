@@ -54,12 +54,14 @@ def _first(weights: Sequence[Tensor]) -> list[Tensor]:
 
 
 @torch.no_grad()
-def sentence_attention(loaded: LoadedModel, text: str, *, max_len: int | None = None) -> SentenceAttention:
+def sentence_attention(loaded: LoadedModel, text: str, *, max_len: int | None = None,
+                       target: str | None = None) -> SentenceAttention:
     """Run ``text`` through ``loaded`` (a :class:`~transformer.model_dir.LoadedModel`).
 
-    Translation models translate greedily (at most ``max_len`` tokens; default the model's limit)
-    and return encoder, decoder and cross-attention; classifiers return encoder attention and the
-    predicted label. Raises InputError for an empty sentence or one that encodes to no tokens.
+    Translation models translate greedily (at most ``max_len`` tokens; default the model's limit),
+    or read the given ``target`` instead (forced decoding), and return encoder, decoder and
+    cross-attention; classifiers return encoder attention and the predicted label. Raises
+    InputError for an empty sentence or one that encodes to no tokens.
     """
     from transformer.data.tokenizer import BOS_ID, EOS_ID
 
@@ -94,8 +96,11 @@ def sentence_attention(loaded: LoadedModel, text: str, *, max_len: int | None = 
     limit = model.config.max_len
     ids = ids[:limit]
     src = torch.tensor([ids], dtype=torch.long, device=device)  # (1, S)
-    hyp = greedy_decode(model, src, bos_id=BOS_ID, eos_id=EOS_ID,
-                        max_len=min(max_len or limit, limit))[0]
+    if target is not None:
+        hyp = tgt_tok.encode(target)
+    else:
+        hyp = greedy_decode(model, src, bos_id=BOS_ID, eos_id=EOS_ID,
+                            max_len=min(max_len or limit, limit))[0]
     hyp = hyp[: limit - 1]  # BOS + translation must fit the model's positions
     tgt_in = torch.tensor([[BOS_ID, *hyp]], dtype=torch.long, device=device)  # (1, T)
     out = model(src, tgt_in, return_attention=True)

@@ -1,0 +1,198 @@
+"""Serving benchmark: `transformer serve` under 1, 8, 32 and 64 concurrent clients on loopback.
+
+Two servers of one model directory run side by side, dynamic batching on and off
+(``--no-batching``), each pinned to one core with one thread (``taskset``), the clients on the
+other core. For every client count the two are loaded in turn (on, off, on, off, ... for
+``--rounds``), each for ``--seconds``: every client sends one Multi30k test sentence per request
+(beam 4, the API's default) and sends the next as soon as its answer comes. Reported: sentences/s
+(answers completed within the window), p50 and p99 latency, errors, and the ratio on/off.
+
+While ``--bad-at`` clients load a server, one more client sends every kind of bad request (bad
+JSON, wrong types, unknown model, empty list, too many texts, over-long text, oversized body,
+non-UTF-8) over and over and checks each gets its 4xx with a one-line JSON error.
+
+    .venv/bin/python benchmarks/serve.py --model /work/runs/m30k-ende   # -> results/serve.json
+
+Only 127.0.0.1 is used. The machine may be shared: quote the on/off ratios, not raw figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+RESULTS = Path(__file__).resolve().parent / "results" / "serve.json"
+DATA = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: str, *, batching: bool, core: str | None, extra: list[str]) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "transformer", "serve", "--model", f"m={model}", "--host", "127.0.0.1",
+           "--port", str(port), "--threads", "1", *(extra if batching else ["--no-batching"])]
+    if core is not None:
+        cmd = ["taskset", "-c", core, *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.3)
+    proc.kill()
+    raise SystemExit(f"the server on port {port} did not start")
+
+
+def bad_requests() -> list[tuple[bytes, int]]:
+    good = {"model": "m", "texts": ["A dog runs."]}
+    cases = [
+        (b'{"model": "m", "texts": [', 400),
+        (b'\xff\xfe{"model": "m"}', 400),
+        (json.dumps({**good, "beam": "4"}).encode(), 422),
+        (json.dumps({**good, "model": "nope"}).encode(), 404),
+        (json.dumps({**good, "texts": []}).encode(), 422),
+        (json.dumps({**good, "texts": ["a"] * 65}).encode(), 422),
+        (json.dumps({**good, "texts": ["a" * 1001]}).encode(), 422),
+        (json.dumps({**good, "texts": ["a dog"] * 64, "pad": "x" * (1 << 20)}).encode(), 413),
+    ]
+    return cases
+
+
+async def load(url: str, sentences: list[str], clients: int, seconds: float, *, bad: bool) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    bad_ok = bad_total = 0
+    bad_wrong: list[str] = []
+    stop_at = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+
+        async def client(k: int) -> None:
+            nonlocal errors
+            i = k
+            while time.perf_counter() < stop_at:
+                sentence = sentences[i % len(sentences)]
+                i += clients
+                start = time.perf_counter()
+                try:
+                    r = await http.post("/v1/translate", json={"model": "m", "texts": [sentence]})
+                    ok = r.status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                end = time.perf_counter()
+                if not ok:
+                    errors += 1
+                elif end <= stop_at:
+                    latencies.append(end - start)
+
+        async def bad_client() -> None:
+            nonlocal bad_ok, bad_total
+            cases = bad_requests()
+            while time.perf_counter() < stop_at:
+                for body, status in cases:
+                    r = await http.post("/v1/translate", content=body, headers={"content-type": "application/json"})
+                    bad_total += 1
+                    one_line = "error" in r.json() and "\n" not in r.json()["error"]
+                    if r.status_code == status and one_line:
+                        bad_ok += 1
+                    else:
+                        bad_wrong.append(f"{status} expected, got {r.status_code}: {r.text[:80]}")
+                    await asyncio.sleep(0.05)
+
+        tasks = [client(k) for k in range(clients)] + ([bad_client()] if bad else [])
+        await asyncio.gather(*tasks)
+    latencies.sort()
+
+    def pct(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else float("nan")
+
+    out = {"sentences": len(latencies), "sentences_per_s": len(latencies) / seconds, "p50_ms": pct(0.5),
+           "p99_ms": pct(0.99), "errors": errors}
+    if bad:
+        out |= {"bad_requests": bad_total, "bad_answered_right": bad_ok, "bad_wrong": bad_wrong[:5]}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="/work/runs/m30k-ende", help="a multi30k-cpu model directory (en->de)")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
+    parser.add_argument("--seconds", type=float, default=10.0, help="load time per client count and mode")
+    parser.add_argument("--rounds", type=int, default=1, help="on/off alternations per client count")
+    parser.add_argument("--bad-at", type=int, default=32, help="client count that gets the bad-input client")
+    parser.add_argument("--server-core", default="1", help="CPU core of the servers ('' for none)")
+    parser.add_argument("--batch-wait-ms", type=float, help="the batching server's --batch-wait-ms")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    with gzip.open(DATA / "multi30k" / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
+        sentences = [line.strip() for line in f if line.strip()]
+    core = args.server_core or None
+    extra = [] if args.batch_wait_ms is None else ["--batch-wait-ms", str(args.batch_wait_ms)]
+    servers = {mode: start_server(args.model, batching=mode == "on", core=core, extra=extra) for mode in ("on", "off")}
+    rows = []
+    try:
+        for mode in ("on", "off"):  # warm up: first calls allocate
+            asyncio.run(load(servers[mode][1], sentences, 4, 2.0, bad=False))
+        for clients in args.clients:
+            for r in range(args.rounds):
+                for mode in ("on", "off"):
+                    result = asyncio.run(load(servers[mode][1], sentences, clients, args.seconds,
+                                              bad=clients == args.bad_at))
+                    rows.append({"clients": clients, "batching": mode, "round": r, **result})
+                    print(f"clients {clients:3d} batching {mode:3s} round {r}: {result['sentences_per_s']:7.1f} sent/s  "
+                          f"p50 {result['p50_ms']:7.0f} ms  p99 {result['p99_ms']:7.0f} ms  errors {result['errors']}"
+                          + (f"  bad {result['bad_answered_right']}/{result['bad_requests']}" if "bad_requests" in result else ""),
+                          flush=True)
+        batches = httpx.get(servers["on"][1] + "/metrics").text
+        print("\n".join(line for line in batches.splitlines() if line.startswith("transformer_batch_requests")))
+    finally:
+        for proc, _ in servers.values():
+            proc.terminate()
+            proc.wait(timeout=10)
+
+    print()
+    print("| clients | batching on: sent/s | p50 ms | p99 ms | batching off: sent/s | p50 ms | p99 ms | on/off sent/s | errors | bad inputs answered right |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    summary = []
+    for clients in args.clients:
+        on = [r for r in rows if r["clients"] == clients and r["batching"] == "on"]
+        off = [r for r in rows if r["clients"] == clients and r["batching"] == "off"]
+        ratios = [a["sentences_per_s"] / b["sentences_per_s"] for a, b in zip(on, off, strict=True) if b["sentences_per_s"]]
+        mean = lambda rs, k: sum(r[k] for r in rs) / len(rs)  # noqa: E731
+        bad = [r for r in on + off if "bad_requests" in r]
+        bad_text = f"{sum(r['bad_answered_right'] for r in bad)}/{sum(r['bad_requests'] for r in bad)}" if bad else "-"
+        line = {"clients": clients, "on": {k: mean(on, k) for k in ("sentences_per_s", "p50_ms", "p99_ms")},
+                "off": {k: mean(off, k) for k in ("sentences_per_s", "p50_ms", "p99_ms")},
+                "ratio_on_off": ratios, "errors": sum(r["errors"] for r in on + off), "bad": bad_text}
+        summary.append(line)
+        print(f"| {clients} | {line['on']['sentences_per_s']:.1f} | {line['on']['p50_ms']:.0f} | {line['on']['p99_ms']:.0f} | "
+              f"{line['off']['sentences_per_s']:.1f} | {line['off']['p50_ms']:.0f} | {line['off']['p99_ms']:.0f} | "
+              f"{', '.join(f'{x:.2f}' for x in ratios)} | {line['errors']} | {bad_text} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
+                                    "cpus": os.cpu_count(), "seconds": args.seconds, "model": args.model,
+                                    "rows": rows, "summary": summary}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

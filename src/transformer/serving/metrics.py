@@ -1,0 +1,87 @@
+"""The server's counters in Prometheus' text format (exposition format 0.0.4), kept by hand: requests
+by path and status, a latency histogram, batch sizes and tokens.
+
+Everything is updated on the event loop's thread (the batcher reports batches there), so no lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Sequence
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)  # seconds
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # requests per batch
+KNOWN_PATHS = frozenset({"/", "/health", "/metrics", "/v1/models", "/v1/translate",
+                         "/v1/attention", "/v1/classify", "/openapi.json", "/docs"})
+
+
+class Histogram:
+    """A cumulative histogram: counts per upper bound, their sum and total count."""
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)  # the last is +Inf
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def lines(self, name: str, labels: str = "") -> list[str]:
+        sep = "," if labels else ""
+        out, running = [], 0
+        for bound, n in zip([*map(_num, self.bounds), "+Inf"], self.counts, strict=True):
+            running += n
+            out.append(f'{name}_bucket{{{labels}{sep}le="{bound}"}} {running}')
+        tail = f"{{{labels}}}" if labels else ""
+        out += [f"{name}_sum{tail} {_num(self.sum)}", f"{name}_count{tail} {self.count}"]
+        return out
+
+
+def _num(value: float) -> str:
+    return repr(float(value)) if not float(value).is_integer() else str(int(value))
+
+
+class Metrics:
+    """What ``GET /metrics`` reports."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[tuple[str, str, int]] = Counter()  # (method, path, status)
+        self.latency: dict[str, Histogram] = {}
+        self.batch_size: dict[str, Histogram] = {}
+        self.batch_tokens: Counter[str] = Counter()
+        self.sentences: Counter[str] = Counter()
+
+    def request(self, method: str, path: str, status: int, seconds: float) -> None:
+        path = path if path in KNOWN_PATHS else "other"  # unknown paths must not grow the table
+        self.requests[(method, path, status)] += 1
+        self.latency.setdefault(path, Histogram(LATENCY_BUCKETS)).observe(seconds)
+
+    def batch(self, model: str, size: int, tokens: int, sentences: int) -> None:
+        self.batch_size.setdefault(model, Histogram(BATCH_BUCKETS)).observe(size)
+        self.batch_tokens[model] += tokens
+        self.sentences[model] += sentences
+
+    def render(self) -> str:
+        lines = ["# HELP transformer_requests_total HTTP requests by method, path and status.",
+                 "# TYPE transformer_requests_total counter"]
+        for (method, path, status), n in sorted(self.requests.items()):
+            lines.append(f'transformer_requests_total{{method="{method}",path="{path}",status="{status}"}} {n}')
+        lines += ["# HELP transformer_request_seconds Time from request to response.",
+                  "# TYPE transformer_request_seconds histogram"]
+        for path, hist in sorted(self.latency.items()):
+            lines += hist.lines("transformer_request_seconds", f'path="{path}"')
+        lines += ["# HELP transformer_batch_requests Requests gathered into one model call.",
+                  "# TYPE transformer_batch_requests histogram"]
+        for model, hist in sorted(self.batch_size.items()):
+            lines += hist.lines("transformer_batch_requests", f'model="{model}"')
+        lines += ["# HELP transformer_source_tokens_total Source tokens run through each model.",
+                  "# TYPE transformer_source_tokens_total counter"]
+        lines += [f'transformer_source_tokens_total{{model="{m}"}} {n}' for m, n in sorted(self.batch_tokens.items())]
+        lines += ["# HELP transformer_texts_total Texts translated or classified by each model.",
+                  "# TYPE transformer_texts_total counter"]
+        lines += [f'transformer_texts_total{{model="{m}"}} {n}' for m, n in sorted(self.sentences.items())]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,159 @@
+"""The models a server holds: loaded once at start, each with its packed decoder and its own
+worker thread. Requests name a model; they never name a path.
+
+    served = load_served({"en-de": "runs/m30k"}, precision="fp32")
+    served["en-de"].translate_batch([(["A dog."], options)])
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer.decoding.translator import DecodeOptions, Translation, Translator
+from transformer.errors import InputError
+from transformer.model_dir import LoadedModel, load_model_dir
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = ("fp32", "bf16")  # int8 joins here once the decoding API has it
+
+
+def set_precision(loaded: LoadedModel, precision: str) -> None:
+    """Cast ``loaded``'s weights for inference at ``precision`` (the server's one place for it)."""
+    if precision not in PRECISIONS:
+        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "bf16":
+        loaded.model.to(torch.bfloat16)
+
+
+@dataclass
+class ServedModel:
+    """One loaded model directory: a translator (weights packed once) or a classifier."""
+
+    name: str
+    path: str
+    loaded: LoadedModel
+    task: str
+    translator: Translator | None = None
+    classifier: Any = None
+    # one thread per model: a model is never used by two calls at once
+    executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=1))
+
+    @property
+    def max_tokens(self) -> int:
+        """Longest source the model reads, in tokens (longer ones are cut)."""
+        model = self.loaded.model
+        return int(model.max_tokens if self.task == "classification" else model.config.max_len)
+
+    def default_options(self, **changes: Any) -> DecodeOptions:
+        """Decoding options: the run's length limits, the request's beam and the rest."""
+        training = self.loaded.config.get("training", {})
+        base = dict(max_len_a=training.get("decode_max_len_a", 1.5),
+                    max_len_b=training.get("decode_max_len_b", 10))
+        return DecodeOptions(**{**base, **changes})
+
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        """Source tokens of ``texts`` (what the batch budget counts), each cut to the model's limit."""
+        tok = self.loaded.src_tokenizer
+        return sum(min(len(tok.encode(t)), self.max_tokens) for t in texts if t.strip())
+
+    def translate_batch(self, payloads: Sequence[tuple[list[str], DecodeOptions]]) -> list[list[Translation]]:
+        """Several requests' texts decoded together: requests with equal options share one
+        :meth:`Translator.translate` call; one list of translations per request, in order."""
+        assert self.translator is not None
+        groups: dict[DecodeOptions, list[int]] = {}
+        for i, (_, options) in enumerate(payloads):
+            groups.setdefault(options, []).append(i)
+        out: list[list[Translation]] = [[] for _ in payloads]
+        for options, members in groups.items():
+            translator = copy.copy(self.translator)  # shares the packed decoder
+            translator.options = options
+            texts = [t for i in members for t in payloads[i][0]]
+            found = translator.translate(texts)
+            start = 0
+            for i in members:
+                n = len(payloads[i][0])
+                out[i] = found[start : start + n]
+                start += n
+        return out
+
+    def classify_batch(self, payloads: Sequence[list[str]]) -> list[list[dict[str, Any]]]:
+        """Several requests' texts classified together; per request, one dict per text."""
+        texts = [t for texts in payloads for t in texts]
+        pred = self.classifier.predict(texts)
+        rows, start = [], 0
+        for texts_of_one in payloads:
+            rows.append([
+                {"labels": [{"label": name, "probability": p} for name, p in pred.labels(i)],
+                 "probabilities": {n: float(p) for n, p in zip(pred.label_names, pred.probs[i], strict=True)}}
+                for i in range(start, start + len(texts_of_one))])
+            start += len(texts_of_one)
+        return rows
+
+    def thresholds(self) -> dict[str, float] | None:
+        """The multi-label decision thresholds (None: single-label, the most probable label wins)."""
+        from transformer.evaluation.classification import DEFAULT_THRESHOLD
+
+        clf = self.classifier
+        if not clf.multi_label:
+            return None
+        values = clf.thresholds if clf.thresholds is not None else [DEFAULT_THRESHOLD] * len(clf.label_names)
+        return {n: float(v) for n, v in zip(clf.label_names, values, strict=True)}
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /v1/models`` says about this model."""
+        cfg = self.loaded.config
+        info: dict[str, Any] = {"name": self.name, "task": self.task, "max_tokens": self.max_tokens,
+                                "parameters": sum(p.numel() for p in self.loaded.model.parameters())}
+        training = cfg.get("training", {})
+        if self.task == "translation":
+            info["source_language"] = training.get("src_lang")
+            info["target_language"] = training.get("tgt_lang")
+        else:
+            info["labels"] = list(self.classifier.label_names)
+            info["multi_label"] = bool(self.classifier.multi_label)
+        return info
+
+
+def parse_model_specs(specs: Sequence[str]) -> dict[str, str]:
+    """``[NAME=]RUN_DIR`` flags -> {name: path}; the name defaults to the directory's name."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = Path(spec.rstrip("/")).name, spec
+        if not name or not path:
+            raise InputError(f"--model {spec!r}: expected [NAME=]RUN_DIR")
+        if name in out:
+            raise InputError(f"--model {spec!r}: the name {name!r} is given twice")
+        out[name] = path
+    return out
+
+
+def load_served(models: Mapping[str, str], *, precision: str = "fp32",
+                device: str | torch.device = "cpu") -> dict[str, ServedModel]:
+    """Load every ``{name: run_dir}`` once; InputError (naming the directory) for a bad one."""
+    from transformer.decoding.classifier import Classifier
+
+    served: dict[str, ServedModel] = {}
+    for name, path in models.items():
+        loaded = load_model_dir(path, device=device)
+        loaded.model.eval()
+        set_precision(loaded, precision)
+        task = loaded.config.get("task", "translation")
+        one = ServedModel(name=name, path=str(path), loaded=loaded, task=task)
+        if task == "classification":
+            one.classifier = Classifier(loaded, source=str(Path(path) / "config.json"))
+        else:
+            one.translator = Translator.from_loaded(loaded)
+        served[name] = one
+        log.info("loaded %s (%s) from %s", name, task, path)
+    return served

@@ -1,0 +1,191 @@
+"""Dynamic batching: concurrent requests are gathered into one model call within the wait and the
+token budget, and each request gets exactly what it gets alone."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from transformer.data.builtin_task import english_number
+from transformer.serving.batcher import Batcher
+
+
+def run_jobs(jobs, **kw):
+    """Submit ``jobs`` ((payload, tokens), all at once) to a batcher whose run function records its
+    batches; returns (results, batches)."""
+    batches = []
+
+    def run(payloads):
+        batches.append(list(payloads))
+        return [p * 10 for p in payloads]
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(run, executor=pool, **kw)
+            batcher.start()
+            try:
+                return await asyncio.gather(*(batcher.submit(p, tokens=t) for p, t in jobs))
+            finally:
+                await batcher.stop()
+
+    return asyncio.run(main()), batches
+
+
+def test_gathers_within_the_token_budget():
+    results, batches = run_jobs([(i, 3) for i in range(10)], max_wait_s=0.05, max_tokens=9)
+    assert results == [i * 10 for i in range(10)]
+    assert [len(b) for b in batches] == [3, 3, 3, 1]
+    assert sorted(p for b in batches for p in b) == list(range(10))
+
+
+def test_a_lone_request_does_not_wait_for_the_window():
+    start = time.perf_counter()
+    results, batches = run_jobs([(5, 1)], max_wait_s=2.0)
+    assert results == [50] and batches == [[5]] and time.perf_counter() - start < 1.0
+
+
+def test_waits_for_as_many_as_the_last_batch():
+    """After a batch of 3, the next waits (within the window) for 3 requests that come apart."""
+    batches = []
+
+    def run(payloads):
+        batches.append(list(payloads))
+        return list(payloads)
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(run, executor=pool, max_wait_s=1.0)
+            batcher.start()
+            await asyncio.gather(*(batcher.submit(i, tokens=1) for i in range(3)))
+
+            async def later(i):
+                await asyncio.sleep(0.05 * i)
+                return await batcher.submit(10 + i, tokens=1)
+
+            await asyncio.gather(*(later(i) for i in range(3)))
+            await batcher.stop()
+
+    asyncio.run(main())
+    assert batches == [[0, 1, 2], [10, 11, 12]]
+
+
+def test_a_request_over_the_budget_runs_alone():
+    results, batches = run_jobs([(1, 2), (2, 50), (3, 2)], max_wait_s=0.05, max_tokens=10)
+    assert results == [10, 20, 30] and [1] in batches and [2] in batches
+
+
+def test_batching_off_runs_each_alone():
+    _, batches = run_jobs([(i, 1) for i in range(5)], max_wait_s=0.0, max_requests=1)
+    assert batches == [[0], [1], [2], [3], [4]]
+
+
+def test_a_request_whose_client_left_is_dropped():
+    seen = []
+
+    def run(payloads):
+        seen.extend(payloads)
+        if "busy" in payloads:
+            time.sleep(0.3)  # the model is busy while the next requests queue
+        return list(payloads)
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(run, executor=pool, max_wait_s=0.1)
+            batcher.start()
+            busy = asyncio.ensure_future(batcher.submit("busy", tokens=1))
+            await asyncio.sleep(0.05)
+            gone = asyncio.ensure_future(batcher.submit("gone", tokens=1))
+            kept = asyncio.ensure_future(batcher.submit("kept", tokens=1))
+            await asyncio.sleep(0.05)
+            gone.cancel()  # the client disconnected while its request waited
+            result = await kept
+            await busy
+            await batcher.stop()
+            return result
+
+    assert asyncio.run(main()) == "kept" and seen == ["busy", "kept"]
+
+
+def test_a_failing_batch_fails_its_requests_only():
+    calls = []
+
+    def run(payloads):
+        calls.append(payloads)
+        if "bad" in payloads:
+            raise RuntimeError("boom")
+        return list(payloads)
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(run, executor=pool, max_wait_s=0.0, max_requests=1)
+            batcher.start()
+            out = await asyncio.gather(batcher.submit("bad", tokens=1), batcher.submit("ok", tokens=1),
+                                       return_exceptions=True)
+            await batcher.stop()
+            return out
+
+    bad, ok = asyncio.run(main())
+    assert isinstance(bad, RuntimeError) and ok == "ok"
+
+
+def test_concurrent_requests_equal_alone(make_client):
+    """8 clients at once, with different texts and decoding options: batched (one batch per
+    option group, the metrics show fewer batches than requests) and each answer equal to the same
+    request sent alone with batching off: the same texts, and scores equal up to float32 rounding
+    (padding changes the order of a few additions)."""
+    requests = [{"model": "numbers", "texts": [english_number(7 + 97 * i), english_number(1000 + i)],
+                 "beam": 1 + i % 3, **({"nbest": 2} if i % 3 == 2 else {})} for i in range(8)]
+    batched = make_client(max_wait_ms=200)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda body: batched.post("/v1/translate", json=body), requests))
+    metrics = batched.get("/metrics").text
+    count = int(re.search(r'transformer_batch_requests_count\{model="numbers"\} (\d+)', metrics)[1])
+    assert count < len(requests)
+    solo = make_client(batching=False)
+    for body, response in zip(requests, got, strict=True):
+        assert response.status_code == 200
+        got_rows, alone = response.json()["translations"], solo.post("/v1/translate", json=body).json()["translations"]
+        assert [r["text"] for r in got_rows] == [r["text"] for r in alone]
+        assert [[c["text"] for c in r.get("nbest", [])] for r in got_rows] == \
+            [[c["text"] for c in r.get("nbest", [])] for r in alone]
+        for g, a in zip(got_rows, alone, strict=True):
+            assert (g["score"] is None) == (a["score"] is None)
+            assert g["score"] is None or math.isclose(g["score"], a["score"], rel_tol=1e-5)
+
+
+def test_a_disconnected_client_leaves_the_queue():
+    """The route gives up a request whose client disconnected while the model was busy: the
+    request is never decoded."""
+    from transformer.serving.app import ApiError, submit_unless_gone
+
+    seen = []
+
+    def run(payloads):
+        seen.extend(payloads)
+        if "busy" in payloads:
+            time.sleep(0.4)
+        return list(payloads)
+
+    class Gone:
+        async def is_disconnected(self):
+            return True
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(run, executor=pool, max_wait_s=0.0)
+            batcher.start()
+            busy = asyncio.ensure_future(batcher.submit("busy", tokens=1))
+            await asyncio.sleep(0.05)
+            try:
+                await submit_unless_gone(Gone(), batcher, "gone", tokens=1, poll_s=0.05)
+            except ApiError as err:
+                status = err.status
+            await busy
+            await asyncio.sleep(0.1)
+            await batcher.stop()
+            return status
+
+    assert asyncio.run(main()) == 499 and seen == ["busy"]
