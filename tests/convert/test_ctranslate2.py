@@ -111,8 +111,8 @@ def test_int8_export_stays_close(tmp_path):
 def test_export_verb_writes_a_directory_ctranslate2_loads(tmp_path, tokenizer, capsys):
     torch.manual_seed(0)
     model = Transformer(ModelConfig.tiny(tokenizer.vocab_size, dropout=0.0, max_len=48)).eval()
-    run = save_model_dir(tmp_path / "run", model, config={}, src_tokenizer=tokenizer,
-                         tgt_tokenizer=tokenizer) or tmp_path / "run"
+    save_model_dir(tmp_path / "run", model, config={}, src_tokenizer=tokenizer,
+                   tgt_tokenizer=tokenizer)
     out = tmp_path / "ct2"
     assert main(["export", "ctranslate2", "--model", str(tmp_path / "run"), "--out", str(out),
                  "--json"]) == 0
@@ -123,8 +123,7 @@ def test_export_verb_writes_a_directory_ctranslate2_loads(tmp_path, tokenizer, c
     ours = greedy_decode(model, src, bos_id=2, eos_id=3, max_len=30)[0]
     theirs = translator.translate_batch([[tokenizer.id_to_piece(i) for i in src[0].tolist()]],
                                         beam_size=1, max_decoding_length=30)[0].hypotheses[0]
-    assert [tokenizer._sp.piece_to_id(p) for p in theirs] == ours
-    del run
+    assert [tokenizer.piece_to_id(p) for p in theirs] == ours
 
 
 def test_bad_exports_are_one_line(tmp_path, tokenizer, capsys):

@@ -9,6 +9,8 @@ near-ties).
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -81,7 +83,5 @@ def test_int8_is_refused_where_it_cannot_run(copy_model, sources):
     with pytest.raises(ValueError, match="built for 'fp32'"):
         greedy_decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=4,
                       decoder=FastDecoder(copy_model), precision="int8")
-    bf16 = FastDecoder.__new__(FastDecoder)
     with pytest.raises(ValueError, match="float32"):
-        FastDecoder.__init__(bf16, copy_model.to(torch.bfloat16), precision="int8")
-    copy_model.float()
+        FastDecoder(copy.deepcopy(copy_model).to(torch.bfloat16), precision="int8")

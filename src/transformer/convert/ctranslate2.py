@@ -65,10 +65,7 @@ def _norm(spec: Any, module: nn.LayerNorm) -> None:
 def _positions(embeddings: nn.Module) -> np.ndarray:
     """The (max_len, D) table our embedding adds: the sinusoidal buffer or learned weights."""
     position = embeddings.position
-    table = getattr(position, "table", None)
-    if table is None:
-        table = position.weight if hasattr(position, "weight") else position.embedding.weight
-    return _array(table)
+    return _array(position.table if hasattr(position, "table") else position.embedding.weight)
 
 
 def _layer(spec: Any, layer: nn.Module, *, cross: bool) -> None:

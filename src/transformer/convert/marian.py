@@ -21,7 +21,6 @@ adds nothing to the softmax: every other token's logit and log-probability are M
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 import torch
 
 from transformer.config import ModelConfig
+from transformer.data.text_files import read_json
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 from transformer.data.vocab_tokenizer import VocabTokenizer
 from transformer.errors import InputError
@@ -36,15 +36,6 @@ from transformer.model.transformer import Transformer
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}
 NEVER = -1e9  # the logit bias of our BOS row: exp(NEVER - anything reasonable) == 0 in float32
-
-
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing ({what})") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: not valid JSON ({type(err).__name__})") from None
 
 
 def _field(config: dict, name: str, kind: type, path: Path) -> Any:
@@ -213,11 +204,11 @@ def import_marian(directory: str | os.PathLike[str], run_dir: str | os.PathLike[
     if not directory.is_dir():
         raise InputError(f"{directory}: not a directory")
     config_path = directory / "config.json"
-    marian = _read_json(config_path, "the model's config.json")
+    marian = read_json(config_path, what="config.json", missing="missing (the model's config.json)")
     if not isinstance(marian, dict):
         raise InputError(f"{config_path}: not a JSON object")
     vocab_path = directory / "vocab.json"
-    vocab = _read_json(vocab_path, "the shared vocabulary")
+    vocab = read_json(vocab_path, what="vocabulary", missing="missing (the shared vocabulary)")
     if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
         raise InputError(f"{vocab_path}: must map pieces to integer ids")
     if len(vocab) != marian.get("vocab_size"):

@@ -18,6 +18,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from transformer.atomic import atomic_write_bytes
+from transformer.data.text_files import read_json
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, SPECIAL_PIECES, UNK_ID
 from transformer.errors import InputError
 
@@ -118,12 +119,7 @@ class VocabTokenizer:
 
 def read_vocabulary(path: Path) -> list[str]:
     """A vocabulary file written by :func:`save_vocabulary`: a JSON list of pieces."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: vocabulary not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: not a readable JSON vocabulary ({type(err).__name__})") from None
+    data = read_json(path, what="vocabulary", missing="vocabulary not found")
     if not isinstance(data, list) or not all(isinstance(p, str) for p in data):
         raise InputError(f"{path}: the vocabulary must be a JSON list of strings")
     return data
