@@ -59,13 +59,15 @@ def test_translation_without_a_preset_is_small_with_its_schedule_and_ten_epochs(
     assert translation_config("base").schedule == "noam"
 
 
-def test_a_stop_override_replaces_the_recipe_budget_and_scales_its_cooldown():
+def test_a_stop_override_replaces_the_recipe_budget_and_keeps_its_cooldown_share():
     recipe = PRESETS["translation"]["multi30k-cpu"]
     config = train_config("--preset", "multi30k-cpu", "--max-steps", "28")
     assert config == translation_config("multi30k-cpu", {"max_steps": 28})
     assert config.minutes is None and config.max_steps == 28
-    assert config.cooldown == round(recipe.run["cooldown"] / recipe.budget["max_steps"] * 28)
+    assert config.cooldown_share == recipe.run["cooldown_share"] > 0 and config.cooldown == 0
     assert translation_config("multi30k-cpu").minutes == recipe.budget["minutes"]
+    assert translation_config("multi30k-cpu").max_steps is None  # time is the whole budget
+    assert train_config("--preset", "multi30k-cpu", "--cooldown-share", "0.5").cooldown_share == 0.5
 
 
 def test_explicit_files_replace_the_corpus():

@@ -109,3 +109,36 @@ def test_linear_decay_warms_up_then_reaches_zero_at_the_last_update():
     assert state["lr_lambdas"][0]["kind"] == "linear" and state["lr_lambdas"][0]["total"] == 110
     with pytest.raises(ValueError, match="needs a total"):
         LRSchedule(kind="linear", warmup=10)
+
+
+def test_budget_cooldown_falls_to_zero_over_the_last_share_of_the_budget():
+    base = LRSchedule(kind="inverse_sqrt", warmup=10, peak_lr=1e-3)
+    cool = LRSchedule(kind="inverse_sqrt", warmup=10, peak_lr=1e-3, cooldown_share=0.25)
+    for progress, factor in ((0.0, 1.0), (0.5, 1.0), (0.75, 1.0), (0.8, 0.8), (0.95, 0.2),
+                             (1.0, 0.0), (1.3, 0.0)):
+        cool.progress = progress
+        assert cool.rate(50) == pytest.approx(base.rate(50) * factor), progress
+    # on an update budget it is the cool-down in updates: progress before update k is (k-1)/total
+    steps = LRSchedule(kind="inverse_sqrt", warmup=10, peak_lr=1e-3, cooldown=40, total=100)
+    share = LRSchedule(kind="inverse_sqrt", warmup=10, peak_lr=1e-3, cooldown_share=0.4)
+    for step in (1, 30, 61, 80, 100):
+        share.progress = (step - 1) / 100
+        assert share.rate(step) == pytest.approx(steps.rate(step)), step
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        LRSchedule(cooldown_share=1.5)
+    with pytest.raises(ValueError, match="not both"):
+        LRSchedule(cooldown=10, total=100, cooldown_share=0.2)
+
+
+def test_budget_progress_is_saved_with_the_scheduler():
+    model = torch.nn.Linear(2, 2)
+    sched = build_scheduler(torch.optim.Adam(model.parameters(), lr=1.0),
+                            schedule=LRSchedule(kind="constant", peak_lr=1.0, cooldown_share=0.5))
+    sched.lr_lambdas[0].progress = 0.75
+    buffer = io.BytesIO()
+    torch.save(sched.state_dict(), buffer)
+    buffer.seek(0)
+    fresh = build_scheduler(torch.optim.Adam(model.parameters(), lr=1.0),
+                            schedule=LRSchedule(kind="constant", peak_lr=1.0, cooldown_share=0.5))
+    fresh.load_state_dict(torch.load(buffer, weights_only=True))
+    assert fresh.lr_lambdas[0].progress == 0.75 and fresh.lr_lambdas[0].rate(9) == 0.5

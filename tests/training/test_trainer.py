@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 import torch
 
+from transformer.errors import RunStopped
 from transformer.training.checkpoint import load_checkpoint
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
@@ -215,3 +218,110 @@ def test_validation_loss_selects_the_best_model_without_bleu(synth):
     trainer.save_best = lambda model, result: saved.append(result["loss"])
     result = trainer.fit()
     assert saved and saved == sorted(saved, reverse=True) and result.best_metric == saved[-1]
+
+
+class Clock:
+    """A machine's clock as a function of the work done: ``per_update`` seconds a micro-batch,
+    ``per_eval`` seconds an evaluation (reading it costs nothing), so runs can be replayed."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+class TimedTask(TranslationTask):
+    def __init__(self, clock, *, per_update, per_eval=0.0, valid_batches=()):
+        super().__init__(valid_batches=list(valid_batches))
+        self.clock, self.per_update, self.per_eval = clock, per_update, per_eval
+
+    def loss(self, model, batch):
+        self.clock.now += self.per_update
+        return super().loss(model, batch)
+
+    def evaluate(self, model):
+        self.clock.now += self.per_eval
+        return super().evaluate(model)
+
+
+def timed_trainer(synth, *, per_update, per_eval=0.0, share=0.5, run_dir=None, seed=7, **cfg):
+    clock = Clock()
+    batches = [synth.collate(synth.make_pairs(4, seed=i)) for i in range(4)]
+    model = synth.tiny_model(dropout=0.2, seed=seed)
+    optimizer = build_optimizer(model)
+    sched = build_scheduler(optimizer, schedule=LRSchedule(kind="constant", peak_lr=1e-3,
+                                                           cooldown_share=share))
+    task = TimedTask(clock, per_update=per_update, per_eval=per_eval, valid_batches=batches[:1])
+    cfg.setdefault("eval_every", 0)
+    trainer = Trainer(model=model, task=task, optimizer=optimizer, scheduler=sched,
+                      train_data=synth.ListData(batches, seed=5), run_dir=run_dir,
+                      config=TrainConfig(log_every=1, **cfg), clock=clock)
+    rates = []
+    step = trainer._step_schedule
+
+    def record(n):
+        rates.append(trainer._lr())  # the rate the update just made used
+        step(n)
+
+    trainer._step_schedule = record
+    return trainer, clock, rates
+
+
+@pytest.mark.parametrize("per_update", [1.0, 3.0])
+def test_a_time_budget_places_the_cooldown_by_the_time_left(synth, per_update):
+    """A fast and a slow machine: both cool down over the last half of their minutes and end at 0."""
+    trainer, clock, rates = timed_trainer(synth, per_update=per_update, minutes=1.0)
+    result = trainer.fit()
+    assert result.stopped_by == "minutes" and result.steps == round(60 / per_update)
+    for k, rate in enumerate(rates):  # update k + 1 started after k * per_update seconds
+        used = k * per_update / 60
+        assert rate == pytest.approx(1e-3 * min(1.0, (1 - used) / 0.5)), k
+    assert rates[-1] == pytest.approx(1e-3 * per_update / 30) and rates[0] == 1e-3  # cooled down
+
+
+def test_a_time_budget_keeps_the_final_evaluations_time_in_reserve(synth):
+    trainer, clock, rates = timed_trainer(synth, per_update=1.0, per_eval=2.0, minutes=2.0,
+                                          eval_every=7, end_evals=2)
+    result = trainer.fit()
+    # 4 s are kept for the two evaluations that follow the stop (the trainer's final one, and
+    # one more for an average): with them the run ends within its 120 s, and cooled down
+    assert result.stopped_by == "minutes" and trainer.state.last_eval_step == result.steps
+    assert 120.0 - 2.0 - 4.0 < clock.now + 2.0 <= 120.0
+    assert rates[-1] < 0.05 * rates[0]
+    trainer, clock, rates = timed_trainer(synth, per_update=1.0, per_eval=2.0, minutes=2.0,
+                                          eval_every=7, end_evals=0)
+    trainer.fit()
+    assert clock.now > 120.0  # without the reserve the final evaluation runs past the budget
+
+
+def test_resume_under_a_time_budget_continues_exactly(synth, tmp_path):
+    """SIGTERM at update 15 (an evaluation's) of 20, resume: the same rates and weights as the run never stopped
+    (the clock's time, evaluations included, and the cool-down's progress come back)."""
+    def run(run_dir, resume=False, stop_at=None):
+        trainer, clock, rates = timed_trainer(synth, per_update=1.0, per_eval=2.0, share=0.6,
+                                              run_dir=run_dir, minutes=0.5, eval_every=5, seed=11)
+        clock.now = 1000.0 * (1 + resume)  # a new process: another clock origin
+        if stop_at is not None:
+            loss = trainer.task.loss
+
+            def stopping(model, batch):
+                if clock.now == 1000.0 + stop_at - 1 + 2.0 * ((stop_at - 1) // 5):
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return loss(model, batch)
+
+            trainer.task.loss = stopping
+            with pytest.raises(RunStopped):
+                trainer.fit()
+        else:
+            trainer.fit(resume=resume)
+        return trainer, rates
+
+    straight, straight_rates = run(tmp_path / "straight")
+    stopped, _ = run(tmp_path / "split", stop_at=15)
+    assert stopped.state.step == 15
+    resumed, resumed_rates = run(tmp_path / "split", resume=True)
+    assert straight.state.step == 20 and len(resumed_rates) == 20 - 15
+    assert resumed_rates == straight_rates[15:] and resumed_rates[-1] < 0.5 * resumed_rates[0]
+    for name, value in straight.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[name]), name

@@ -35,7 +35,10 @@ TRANSLATION_FLAGS = (
     ("--accumulate", "accumulate", int, "micro-batches per optimizer update (default 1)", ()),
     ("--lr-scale", "lr_scale", float, "noam: factor on equation 3 (default 1)", ()),
     ("--cooldown", "cooldown", int, "lower the rate linearly towards 0 over the last N updates "
-     "before --max-steps (default: the preset's, else 0: no cool-down)", ()),
+     "before --max-steps (default 0: no cool-down)", ()),
+    ("--cooldown-share", "cooldown_share", float, "lower the rate linearly to 0 over the last "
+     "share (0-1) of the budget, placed by the time left under --minutes (default: the "
+     "preset's, else 0: no cool-down)", ()),
     ("--adam-eps", "adam_eps", float, "Adam epsilon (default 1e-9)", ()),
     ("--precision", "precision", str,
      "fp32 (default), bf16 (CPU or GPU) or fp16 (GPU, grad scaler)", ()),

@@ -123,6 +123,8 @@ class TranslationTrainConfig(_RunConfig):
     lr_scale: float = 1.0  # noam: multiplies equation (3)
     lr: float = 1e-3  # inverse_sqrt: the peak learning rate
     cooldown: int = 0  # linear cool-down over the last N updates before max_steps (0: none)
+    # linear cool-down to 0 over the last share of the budget: time, updates or epochs (0: none)
+    cooldown_share: float = 0.0
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
@@ -172,12 +174,20 @@ class TranslationTrainConfig(_RunConfig):
         if self.average_last == 1 or self.average_last < 0:
             raise ValueError(f"average_last must be 0 (off) or at least 2, got {self.average_last}")
         check_choice("metric", self.metric, TRANSLATION_METRICS)
-        LRSchedule(kind=self.schedule, warmup=self.warmup, scale=self.lr_scale, peak_lr=self.lr,
-                   cooldown=self.cooldown, total=self.max_steps)
-        self.loop_config()  # validates the loop fields
+        self.schedule_for(self.model.d_model)
+        self.loop_config()
+
+    def schedule_for(self, d_model: int) -> Any:
+        """The learning-rate schedule (a ``training.schedule.LRSchedule``) of a model this wide."""
+        from transformer.training.schedule import LRSchedule
+
+        return LRSchedule(kind=self.schedule, warmup=self.warmup, d_model=d_model,
+                          scale=self.lr_scale, peak_lr=self.lr, cooldown=self.cooldown,
+                          total=self.max_steps, cooldown_share=self.cooldown_share)  # validates the loop fields
 
     def loop_config(self) -> Any:
-        """The Trainer's loop settings (a ``training.trainer.TrainConfig``)."""
+        """The Trainer's loop settings (a ``training.trainer.TrainConfig``); a time budget keeps
+        the final evaluation's time, and the average's, in reserve."""
         from transformer.training.trainer import TrainConfig
 
         return TrainConfig(
@@ -186,6 +196,7 @@ class TranslationTrainConfig(_RunConfig):
             eval_every=self.eval_every, log_every=self.log_every, patience=self.patience,
             keep_last=self.average_last, seed=self.seed, save_every=self.save_every,
             save_minutes=self.save_minutes, max_bad_updates=self.max_bad_updates,
+            end_evals=1 + bool(self.average_last),
         )
 
     @classmethod

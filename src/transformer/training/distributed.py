@@ -130,6 +130,15 @@ def broadcast_int(value: int, *, device: torch.device) -> int:
     return int(t.item())
 
 
+def broadcast_float(value: float, *, device: torch.device) -> float:
+    """Rank 0's ``value`` on every rank (rank 0's clock decides for everyone)."""
+    if not current().is_distributed:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=_comm_device(device))
+    dist.broadcast(t, src=0)
+    return float(t.item())
+
+
 def gather_to_main(obj: Any) -> list[Any] | None:
     """Every rank's ``obj`` as a list on rank 0 (None elsewhere); ``[obj]`` in a single process."""
     info = current()

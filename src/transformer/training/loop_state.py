@@ -35,6 +35,10 @@ class TrainConfig:
     save_every: int = 0  # updates between checkpoints besides those at evaluations (0: none)
     save_minutes: float | None = None  # a checkpoint at least this often (wall clock)
     max_bad_updates: int = 10  # stop after this many non-finite updates in a row (0: never)
+    # evaluations that follow a stop (the final one; one more to validate an average): a
+    # ``minutes`` budget keeps the time they take (the last evaluation's) in reserve, so the run
+    # with them ends within its minutes
+    end_evals: int = 1
 
     def __post_init__(self) -> None:
         if self.epochs is None and self.max_steps is None and self.minutes is None:
@@ -53,9 +57,9 @@ class TrainConfig:
             raise ValueError(f"bad eval_every={self.eval_every} or log_every={self.log_every}")
         if self.keep_last < 0:
             raise ValueError(f"keep_last must be at least 0, got {self.keep_last}")
-        if self.save_every < 0 or self.max_bad_updates < 0:
-            raise ValueError(f"save_every and max_bad_updates must be at least 0, got "
-                             f"{self.save_every} and {self.max_bad_updates}")
+        if self.save_every < 0 or self.max_bad_updates < 0 or self.end_evals < 0:
+            raise ValueError(f"save_every, max_bad_updates and end_evals must be at least 0, got "
+                             f"{self.save_every}, {self.max_bad_updates} and {self.end_evals}")
         if self.save_minutes is not None and self.save_minutes <= 0:
             raise ValueError(f"save_minutes must be positive, got {self.save_minutes}")
 
@@ -76,6 +80,7 @@ class TrainState:
     last_eval: dict[str, float] = field(default_factory=dict)
     skipped_updates: int = 0  # updates skipped for a non-finite loss or gradient (fp32/bf16)
     bad_in_a_row: int = 0  # of which the latest consecutive ones
+    eval_s: float = 0.0  # seconds the latest evaluation (and its checkpoint) took
 
 
 @dataclass

@@ -4,9 +4,16 @@ followed by linear decay to 0 (the classifier's short runs).
 
 ``step`` counts optimizer updates from 1, as ``step_num`` in the paper does. The first two rates
 rise linearly for ``warmup`` updates, peak at update ``warmup`` and then decay as ``step^-0.5``;
-``linear`` rises the same way and then falls linearly to 0 at update ``total``. For
-short runs of a known length an optional linear cool-down brings the rate towards 0 over the last
-``cooldown`` updates before ``total`` (= max_steps), which the paper's schedule never does.
+``linear`` rises the same way and then falls linearly to 0 at update ``total``.
+
+Short runs end better cooled down, which the paper's schedule never does. Two linear cool-downs:
+``cooldown`` brings the rate towards 0 over the last ``cooldown`` updates before ``total``
+(= max_steps); ``cooldown_share`` brings it to 0 over the last share of the run's *budget*, whatever
+the budget is: updates, epochs or wall-clock minutes, whichever runs out first. The
+:class:`~transformer.training.trainer.Trainer` tells the schedule how much of its budget is used
+(``progress``, from 0 to 1) before every scheduler step, so a run bounded by time places its
+cool-down by the time left and ends cooled down on a fast machine or a slow one. ``progress`` is a
+field, so it is saved and restored with the scheduler's state.
 
 :func:`build_scheduler` wraps them in a ``torch.optim.lr_scheduler.LambdaLR`` whose multiplier *is*
 the learning rate (the optimizer's base lr is set to 1), so ``scheduler.state_dict()`` round-trips
@@ -59,6 +66,10 @@ class LRSchedule:
     # multiplied by a factor falling linearly from 1 to 1 / cooldown (0: no cool-down)
     cooldown: int = 0
     total: int | None = None
+    # budget cool-down: over the last ``cooldown_share`` of the budget the rate is multiplied by
+    # (1 - progress) / cooldown_share, falling linearly to 0 when the budget is spent (0: none)
+    cooldown_share: float = 0.0
+    progress: float = 0.0  # the share of the budget used so far (set by the Trainer)
 
     def __post_init__(self) -> None:
         if self.kind not in SCHEDULES:
@@ -74,6 +85,11 @@ class LRSchedule:
         if self.cooldown < 0 or (self.cooldown and (self.total is None or self.total < self.cooldown)):
             raise ValueError(f"a cool-down of {self.cooldown} updates needs a total of at least as "
                              f"many updates (max_steps), got {self.total}")
+        if not 0.0 <= self.cooldown_share <= 1.0:
+            raise ValueError(f"cooldown_share must be between 0 and 1, got {self.cooldown_share}")
+        if self.cooldown and self.cooldown_share:
+            raise ValueError("give a cool-down in updates (cooldown) or as a share of the budget "
+                             "(cooldown_share), not both")
 
     def rate(self, step: int) -> float:
         """The learning rate of update ``step`` (1-based)."""
@@ -88,6 +104,8 @@ class LRSchedule:
             rate = self.peak_lr
         if self.cooldown and self.total is not None:
             rate *= min(1.0, max(self.total - step + 1, 1) / self.cooldown)
+        if self.cooldown_share:
+            rate *= min(1.0, max(0.0, 1.0 - self.progress) / self.cooldown_share)
         return rate
 
     def __call__(self, scheduler_steps: int) -> float:

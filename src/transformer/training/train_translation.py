@@ -41,7 +41,7 @@ from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint, seed_everything
 from transformer.training.optimizer import build_optimizer
 from transformer.training.run_lock import hold_run_dir
-from transformer.training.schedule import LRSchedule, build_scheduler
+from transformer.training.schedule import build_scheduler
 from transformer.training.trainer import Trainer, TrainResult
 from transformer.training.translation_task import TranslationTask
 
@@ -167,9 +167,7 @@ def train_translation(
     )
     optimizer = build_optimizer(model, betas=cfg.adam_betas, eps=cfg.adam_eps,
                                 weight_decay=cfg.weight_decay)
-    scheduler = build_scheduler(optimizer, schedule=LRSchedule(
-        kind=cfg.schedule, warmup=cfg.warmup, d_model=model_cfg.d_model, scale=cfg.lr_scale,
-        peak_lr=cfg.lr, cooldown=cfg.cooldown, total=cfg.max_steps))
+    scheduler = build_scheduler(optimizer, schedule=cfg.schedule_for(model_cfg.d_model))
 
     stored_config = {
         "task": "translation",

@@ -1,7 +1,10 @@
 """The training loop: one class that reads in one sitting.
 
 A :class:`Trainer` runs optimizer updates of ``accumulate`` micro-batches each until ``epochs``,
-``max_steps`` or the wall-clock budget ``minutes`` is reached (or early stopping fires). Every
+``max_steps`` or the wall-clock budget ``minutes`` is reached (or early stopping fires). Before every
+scheduler step it tells the schedule the share of the budget used so far (:meth:`budget_used`), so a
+cool-down placed by the budget follows the time left on a time budget. A ``minutes`` budget keeps
+the time of the evaluations that follow the stop in reserve, so they end within it too. Every
 ``eval_every`` updates it evaluates through the :class:`~transformer.training.task.Task`, keeps the
 best model (by the task's metric) through the ``save_best`` callback, and writes a checkpoint that
 :meth:`Trainer.fit` with ``resume=True`` continues from exactly: weights, optimizer, scheduler,
@@ -65,6 +68,7 @@ class Trainer:
         save_best: Callable[[nn.Module, dict[str, float]], None] | None = None,
         device: torch.device | str | None = None,
         progress: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         if config.precision == "fp16" and self.device.type != "cuda":
@@ -77,6 +81,7 @@ class Trainer:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.save_best = save_best
         self.progress = progress
+        self.clock = clock  # seconds; every duration of the loop (budget, cool-down) reads it
         self.dist = D.current()
         self.model = unwrap(model)
         self.train_model: nn.Module = self.model
@@ -86,6 +91,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda") if config.precision == "fp16" else None
         self.state = TrainState()
         self._bar: Any = None
+        self._start = 0.0  # the clock's reading when the run (resumed parts included) began
 
     # --- one optimizer update ---------------------------------------------------------------------
 
@@ -132,9 +138,6 @@ class Trainer:
             skipped = self._non_finite(loss_sum, grad_norm)
             if not skipped:
                 opt.step()
-        # the schedule advances over a skipped update too, as it does under fp16's scaler
-        if self.scheduler is not None:
-            self.scheduler.step()
         opt.zero_grad(set_to_none=True)
         self._count_skip(skipped)
         return float(loss_sum), local, tokens
@@ -163,16 +166,17 @@ class Trainer:
         else:
             seed_everything(cfg.seed + self.dist.rank)  # dropout differs between ranks
         st = self.state
-        start = time.monotonic() - st.elapsed_s
-        window = {"loss": 0.0, "norm": 0, "tokens": 0, "t": time.monotonic()}
+        clock = self.clock
+        start = self._start = clock() - st.elapsed_s
+        window = {"loss": 0.0, "norm": 0, "tokens": 0, "t": clock()}
         stopped_by: str | None = None
         plan: Sequence[Any] = ()
         plan_epoch = -1
         n = 1
-        last_save = time.monotonic()
+        last_save = clock()
         with self._progress_bar(), Preemption() as preemption:
             while True:
-                stopped_by = self._stop_reason(time.monotonic() - start)
+                stopped_by = self._stop_reason(clock() - start)
                 if stopped_by is not None:
                     break
                 if plan_epoch != st.epoch:
@@ -188,7 +192,9 @@ class Trainer:
                 st.batch_index = first + len(group)
                 if st.batch_index >= n:
                     st.epoch, st.batch_index = st.epoch + 1, 0
-                st.elapsed_s = time.monotonic() - start
+                st.elapsed_s = clock() - start
+                # the schedule advances over a skipped update too, as it does under fp16's scaler
+                self._step_schedule(n)
                 if st.bad_in_a_row:
                     self._skipped(loss)
                 else:  # a skipped update's NaN would spoil the logged mean
@@ -202,20 +208,18 @@ class Trainer:
                     self._log_train(window, n)
                 saved = False
                 if cfg.eval_every and st.step % cfg.eval_every == 0:
-                    self._evaluate(n)
-                    self._checkpoint()
+                    self._evaluate_and_save(n)
                     saved = True
-                signum, due = self._at_boundary(preemption, time.monotonic() - last_save)
+                signum, due = self._at_boundary(preemption, clock() - last_save)
                 if not saved and (signum or due or (cfg.save_every and st.step % cfg.save_every == 0)):
                     self._checkpoint()
                     saved = True
                 if saved:
-                    last_save = time.monotonic()
+                    last_save = clock()
                 if signum:
                     raise self._preempted(signum)
             if st.last_eval_step != st.step:
-                self._evaluate(n)
-                self._checkpoint()
+                self._evaluate_and_save(n)
         assert stopped_by is not None
         if self.dist.is_main:
             log.info("stopped by %s after %d updates (%.1fs)", stopped_by, st.step, st.elapsed_s)
@@ -229,6 +233,42 @@ class Trainer:
             last_eval=dict(st.last_eval),
             tokens_per_s=st.tokens * self.dist.world_size / max(st.elapsed_s, 1e-9),
         )
+
+    def _evaluate_and_save(self, n: int) -> None:
+        """Evaluate, then write the checkpoint holding how long the evaluation took (the reserve
+        a ``minutes`` budget keeps for the evaluations that follow its stop)."""
+        began = self.clock()
+        self._evaluate(n)
+        self.state.eval_s = D.broadcast_float(self.clock() - began, device=self.device)
+        self.state.elapsed_s = self.clock() - self._start  # a resume counts the evaluation too
+        self._checkpoint()
+
+    def budget_used(self, elapsed: float, batches_per_epoch: int) -> float:
+        """The share of the budget used after ``elapsed`` seconds, from 0 to 1: the largest of
+        updates / max_steps, epochs done / epochs and elapsed / (minutes minus the reserve)."""
+        cfg, st = self.config, self.state
+        shares = [0.0]
+        if cfg.max_steps is not None:
+            shares.append(st.step / cfg.max_steps)
+        if cfg.epochs is not None:
+            shares.append((st.epoch + st.batch_index / max(batches_per_epoch, 1)) / cfg.epochs)
+        if cfg.minutes is not None:
+            shares.append(elapsed / max(cfg.minutes * 60 - self._reserve(), 1e-9))
+        return min(1.0, max(shares))
+
+    def _reserve(self) -> float:
+        """Seconds a ``minutes`` budget keeps for the evaluations that follow the stop."""
+        return self.config.end_evals * self.state.eval_s
+
+    def _step_schedule(self, n: int) -> None:
+        """Tell the schedule how much of the budget is used (rank 0's clock), then step it."""
+        if self.scheduler is None:
+            return
+        progress = D.broadcast_float(self.budget_used(self.state.elapsed_s, n), device=self.device)
+        for rate in getattr(self.scheduler, "lr_lambdas", ()):
+            if hasattr(rate, "progress"):
+                rate.progress = progress
+        self.scheduler.step()
 
     def _at_boundary(self, preemption: Preemption, since_save: float) -> tuple[int, bool]:
         """After an update: (a signal received by any rank, or 0; whether rank 0's clock says
@@ -268,7 +308,7 @@ class Trainer:
             reason = "epochs"
         elif cfg.patience is not None and st.bad_evals >= cfg.patience:
             reason = "patience"
-        elif cfg.minutes is not None and elapsed >= cfg.minutes * 60:
+        elif cfg.minutes is not None and elapsed + self._reserve() >= cfg.minutes * 60:
             reason = "minutes"
         # rank 0's clock and early-stopping counters decide for everyone
         code = D.broadcast_int(STOP_REASONS.index(reason), device=self.device)
@@ -286,7 +326,7 @@ class Trainer:
         loss, norm, tokens = D.all_reduce_sum(
             [window["loss"], window["norm"], window["tokens"]], device=self.device
         )
-        now = time.monotonic()
+        now = self.clock()
         record = {
             "kind": "train",
             "step": self.state.step,
