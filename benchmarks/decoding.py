@@ -1,7 +1,22 @@
-"""Decoding benchmark: tokens per second of greedy and beam-5 decoding, with and without the
-key/value cache, and against Hugging Face ``transformers`` on a model of the same size.
+"""Decoding benchmark: tokens per second of our decoding against CTranslate2 and Hugging Face
+``transformers`` running the same weights, and (``--suite cache``) what our key/value cache and
+weight packing are worth.
 
-The model has the shape of ``ModelConfig.small`` (d_model 256, 4 heads, 3 + 3 layers, d_ff 1024)
+``--suite engines`` (the default): for two shapes, the ``small`` preset's (d_model 256, 4 heads,
+3 + 3 layers, d_ff 1024) and the ``multi30k-cpu`` recipe's (d_model 128, 4 heads, 4 + 4 layers,
+d_ff 256), both with an 8000-token shared and tied vocabulary and random weights, our model is
+written through ``ctranslate2.specs.TransformerSpec`` (``transformer.convert.save_ctranslate2``,
+float32 and int8) and into a Hugging Face ``MarianMTModel`` of the same shape (its own random
+weights: the same arithmetic, not the same outputs). Before timing, CTranslate2's greedy and beam
+outputs are checked equal to ours. Then greedy and beam 5, at batch 1 (8 sentences one at a time:
+the latency of a sentence typed into a prompt) and batch 16, every output forced to ``--length``
+tokens: ours fp32 against CTranslate2 fp32, ours ``precision="int8"`` against CTranslate2 int8,
+and ours fp32 against HF fp32 (``generate``). Runs are interleaved and repeated; the fastest repeat
+of each counts, so ratios are side by side on the same CPU (1 thread each).
+
+``--suite cache``: the model of the ``small`` preset with and without the cache and packing.
+
+In the cache suite the model has the shape of ``ModelConfig.small`` (d_model 256, 4 heads, 3 + 3 layers, d_ff 1024)
 with an 8000-token shared vocabulary and random weights; the Hugging Face model is a
 ``MarianMTModel`` built from a ``MarianConfig`` of the same shape (random weights, nothing
 downloaded; ReLU, shared and tied embeddings like ours). Every output is forced to the same length
@@ -17,9 +32,11 @@ fastest repeat of each counts, so the ratios are side by side on the same (share
   in any loop over ``model.decode``, every position is projected onto the vocabulary).
 - ``HF``: ``MarianMTModel.generate(num_beams=1 or 5, do_sample=False)`` with its cache.
 
-    .venv/bin/python benchmarks/decoding.py            # writes benchmarks/results/decoding.json
-    .venv/bin/python benchmarks/decoding.py --quick    # smoke run of seconds (JSON to the temp dir)
-    .venv/bin/python benchmarks/decoding.py --precision bf16 --output ...   # both models in bf16
+    pip install -e '.[bench]'     # transformers and ctranslate2 (make bench-deps does it)
+    .venv/bin/python benchmarks/decoding.py                  # -> benchmarks/results/decoding_engines.json
+    .venv/bin/python benchmarks/decoding.py --quick          # smoke run of seconds (JSON to the temp dir)
+    .venv/bin/python benchmarks/decoding.py --suite cache    # -> benchmarks/results/decoding.json
+    .venv/bin/python benchmarks/decoding.py --suite cache --precision bf16 --output ...   # bf16
 """
 
 from __future__ import annotations
@@ -42,6 +59,7 @@ from transformer.decoding import FastDecoder, beam_search, greedy_decode
 from transformer.decoding.packing import can_pack
 
 RESULTS = Path(__file__).resolve().parent / "results" / "decoding.json"
+ENGINES_RESULTS = RESULTS.with_name("decoding_engines.json")
 PAD, BOS, EOS = 0, 2, 3
 
 
@@ -131,34 +149,211 @@ def runners(ours, theirs, src: torch.Tensor, *, length: int, beam: int, decoders
         fns["HF"] = hf
     return fns
 
+# --- the engines suite ------------------------------------------------------------------------
+
+SHAPES = {  # name -> the model's shape (vocabulary 8000, shared and tied)
+    "d256 3+3": dict(d_model=256, heads=4, layers=3, d_ff=1024),
+    "d128 4+4 (multi30k-cpu)": dict(d_model=128, heads=4, layers=4, d_ff=256),
+}
+ENGINES = ("ours fp32", "CT2 fp32", "ours int8", "CT2 int8", "HF fp32")
+RATIOS = {"ours/CT2 fp32": ("ours fp32", "CT2 fp32"), "ours/CT2 int8": ("ours int8", "CT2 int8"),
+          "ours/HF fp32": ("ours fp32", "HF fp32")}
+
+
+def ct2_translators(model, vocabulary: list[str], directory: Path) -> dict:
+    """CTranslate2 translators of ``model``'s own weights: float32 and int8, 1 thread each."""
+    import ctranslate2
+
+    from transformer.convert import save_ctranslate2
+
+    out = {}
+    for name, quantization in (("CT2 fp32", None), ("CT2 int8", "int8")):
+        save_ctranslate2(model, directory / name.replace(" ", "-"), source_vocabulary=vocabulary,
+                         target_vocabulary=vocabulary, quantization=quantization)
+        out[name] = ctranslate2.Translator(str(directory / name.replace(" ", "-")), device="cpu",
+                                           intra_threads=1, inter_threads=1)
+    return out
+
+
+def engine_runs(ours, theirs, translators: dict, decoders: dict, batches: list[torch.Tensor],
+                vocabulary: list[str], *, beam: int, length: int) -> dict[str, Callable[[], list]]:
+    """engine -> a function that decodes every batch in ``batches`` in turn at the forced
+    ``length`` and returns the hypotheses (lists of ids; HF: its own model's)."""
+    kw = dict(bos_id=BOS, eos_id=EOS, max_len=length, min_len=length)
+    index = {piece: i for i, piece in enumerate(vocabulary)}
+
+    def ours_fn(precision: str) -> Callable[[], list]:
+        decoder = decoders[precision]
+
+        def run() -> list:
+            out = []
+            for src in batches:
+                if beam == 1:
+                    out += greedy_decode(ours, src, decoder=decoder, precision=precision, **kw)
+                else:
+                    out += beam_search(ours, src, beam_size=beam, decoder=decoder,
+                                       precision=precision, **kw)
+            return out
+
+        return run
+
+    def ct2_fn(translator) -> Callable[[], list]:
+        pieces = [[[vocabulary[i] for i in row if i != PAD] for row in src.tolist()] for src in batches]
+
+        def run() -> list:
+            out = []
+            for chunk in pieces:
+                results = translator.translate_batch(chunk, beam_size=beam, length_penalty=0.0,
+                                                     max_decoding_length=length,
+                                                     min_decoding_length=length)
+                out += [[index[p] for p in r.hypotheses[0]] for r in results]
+            return out
+
+        return run
+
+    def hf_fn() -> list:
+        out = []
+        for src in batches:
+            with torch.inference_mode():
+                generated = theirs.generate(
+                    input_ids=src, attention_mask=(src != PAD).long(), max_new_tokens=length,
+                    min_new_tokens=length, num_beams=beam, do_sample=False)
+            out += generated[:, 1:].tolist()  # without the decoder start token
+        return out
+
+    fns = {"ours fp32": ours_fn("fp32"), **{k: ct2_fn(t) for k, t in translators.items()}}
+    if "int8" in decoders:
+        fns["ours int8"] = ours_fn("int8")
+    if theirs is not None:
+        fns["HF fp32"] = hf_fn
+    return fns
+
+
+def check_same_outputs(fns: dict, *, method: str) -> float:
+    """The share of CTranslate2 fp32's hypotheses equal to ours (float32 rounding may flip a rare
+    near-tie); stops the benchmark below 90%: the two would not be decoding the same model."""
+    ours, theirs = fns["ours fp32"](), fns["CT2 fp32"]()
+    same = sum(a == b for a, b in zip(ours, theirs, strict=True)) / len(ours)
+    if same < 0.9:
+        raise SystemExit(f"CTranslate2's {method} output differs from ours on {1 - same:.0%} of the "
+                         "sentences: the export is not the same model")
+    return same
+
+
+def engines_suite(args: argparse.Namespace) -> dict:
+    import ctranslate2
+
+    rows = []
+    vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(4, args.vocab)]
+    for shape_name, shape in args.shapes.items():
+        ours, theirs = build_models(vocab=args.vocab, hf=not args.no_hf, **shape)
+        translators = ct2_translators(ours, vocabulary, Path(tempfile.mkdtemp()))
+        decoders = {"fp32": FastDecoder(ours), "int8": FastDecoder(ours, precision="int8")}
+        for batch in args.batches:
+            count = 1 if batch > 1 else args.single_sentences
+            batches = [random_sources(batch=batch, src_len=args.src_len, vocab=args.vocab, seed=s)
+                       for s in range(count)]
+            for beam, method in ((1, "greedy"), (5, "beam 5")):
+                fns = engine_runs(ours, theirs, translators, decoders, batches, vocabulary,
+                                  beam=beam, length=args.length)
+                same = check_same_outputs(fns, method=method)  # also the warm-up
+                for fn in fns.values():
+                    fn()
+                best: dict[str, float] = {}
+                for _ in range(args.repeats):
+                    for name, fn in fns.items():  # interleaved: each repeat runs every engine
+                        t0 = time.perf_counter()
+                        hypotheses = fn()
+                        seconds = time.perf_counter() - t0
+                        assert all(len(h) == args.length for h in hypotheses), name
+                        best[name] = min(best.get(name, float("inf")), seconds)
+                tokens = batch * count * args.length
+                tps = {name: tokens / s for name, s in best.items()}
+                row = {"shape": shape_name, "batch": batch, "method": method, "tokens": tokens,
+                       "same_as_ct2": round(same, 3),
+                       "tokens_per_s": {k: round(v, 1) for k, v in tps.items()},
+                       "ms_per_token_step": {k: round(best[k] / (count * args.length) * 1e3, 3)
+                                             for k in best}}
+                row.update({r: round(tps[a] / tps[b], 2) for r, (a, b) in RATIOS.items()
+                            if a in tps and b in tps})
+                rows.append(row)
+                print_engine_row(row, header=len(rows) == 1)
+    return {"suite": "engines", "ctranslate2": ctranslate2.__version__, "length": args.length,
+            "single_sentences": args.single_sentences, "rows": rows}
+
+
+def print_engine_row(row: dict, *, header: bool) -> None:
+    if header:
+        print("tokens/s (1 thread); ratios above 1.0: ours faster")
+        print(f"{'shape':24} {'batch':>5} {'method':7} " + " ".join(f"{e:>10}" for e in ENGINES)
+              + " " + " ".join(f"{r:>14}" for r in RATIOS))
+    tps = row["tokens_per_s"]
+    cells = " ".join(f"{tps[e]:10.0f}" if e in tps else f"{'-':>10}" for e in ENGINES)
+    ratios = " ".join(f"{row[r]:14.2f}" if r in row else f"{'-':>14}" for r in RATIOS)
+    print(f"{row['shape']:24} {row['batch']:5d} {row['method']:7} {cells} {ratios}", flush=True)
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=("engines", "cache"), default="engines",
+                        help="engines: ours against CTranslate2 and HF (default); cache: our "
+                        "cache, packing and HF at the small preset's shape")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[25, 50, 100])
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--length", type=int, default=32, help="engines: forced output length")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 16], help="engines: batch sizes")
+    parser.add_argument("--single-sentences", type=int, default=8,
+                        help="engines: sentences decoded one at a time at batch 1")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[25, 50, 100], help="cache suite")
+    parser.add_argument("--batch", type=int, default=16, help="cache suite")
     parser.add_argument("--src-len", type=int, default=24)
     parser.add_argument("--vocab", type=int, default=8000)
-    parser.add_argument("--d-model", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--d-ff", type=int, default=1024)
+    parser.add_argument("--d-model", type=int, default=256, help="cache suite")
+    parser.add_argument("--heads", type=int, default=4, help="cache suite")
+    parser.add_argument("--layers", type=int, default=3, help="cache suite")
+    parser.add_argument("--d-ff", type=int, default=1024, help="cache suite")
     parser.add_argument("--repeats", type=int, default=5, help="repeats of the cached runs")
     parser.add_argument("--uncached-repeats", type=int, default=1,
                         help="repeats of the runs without cache (0: skip them)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face transformers")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                        help="weights of both models (default fp32; bf16: both cast to bfloat16)")
-    parser.add_argument("--output", type=Path, default=None, help=f"default {RESULTS}")
+                        help="cache suite: weights of both models (default fp32; bf16: both cast)")
+    parser.add_argument("--output", type=Path, default=None,
+                        help=f"default {ENGINES_RESULTS} or {RESULTS}")
     args = parser.parse_args()
+    args.shapes = SHAPES
     if args.quick:
         args.lengths, args.batch, args.src_len, args.repeats = [5, 10], 4, 8, 1
         args.vocab, args.d_model, args.d_ff, args.layers = 500, 64, 128, 2
+        args.length, args.batches, args.single_sentences = 6, [1, 4], 2
+        args.shapes = {"d64 2+2": dict(d_model=64, heads=4, layers=2, d_ff=128)}
     if args.output is None:  # a smoke run never overwrites the real figures
-        args.output = Path(tempfile.gettempdir()) / "decoding_quick.json" if args.quick else RESULTS
+        default = ENGINES_RESULTS if args.suite == "engines" else RESULTS
+        args.output = Path(tempfile.gettempdir()) / f"{default.stem}_quick.json" if args.quick else default
     torch.set_num_threads(args.threads)
+    result = engines_suite(args) if args.suite == "engines" else cache_suite(args)
+    result = {
+        "benchmark": "decoding",
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        **result,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "machine": {
+            "platform": platform.platform(),
+            "processor": cpu_name(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": _transformers_version(),
+        },
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {args.output}")
+    return 0
 
+
+def cache_suite(args: argparse.Namespace) -> dict:
     ours, theirs = build_models(vocab=args.vocab, d_model=args.d_model, heads=args.heads,
                                 layers=args.layers, d_ff=args.d_ff, hf=not args.no_hf)
     if args.precision == "bf16":
@@ -207,32 +402,17 @@ def main() -> int:
             rows.append(row)
             print_row(row, header=len(rows) == 1)
 
-    result = {
-        "benchmark": "decoding",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+    return {
+        "suite": "cache",
         "model": {"vocab": args.vocab, "d_model": args.d_model, "heads": args.heads,
                   "layers": args.layers, "d_ff": args.d_ff,
                   "parameters": ours.num_parameters()},
         "precision": args.precision,
         "batch": args.batch,
         "src_len_max": args.src_len,
-        "threads": args.threads,
-        "repeats": args.repeats,
         "uncached_repeats": args.uncached_repeats,
-        "machine": {
-            "platform": platform.platform(),
-            "processor": cpu_name(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "transformers": _transformers_version(),
-        },
         "rows": rows,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {args.output}")
-    return 0
 
 
 def print_row(row: dict, *, header: bool) -> None:

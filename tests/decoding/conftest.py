@@ -74,3 +74,13 @@ def random_model() -> Callable[..., Transformer]:
         return model
 
     return build
+
+
+@pytest.fixture
+def fast_kernels_from_one_row(monkeypatch):
+    """The packed and int8 products for every row count and weight size (tiny models and batches
+    would otherwise take plain ``F.linear``), so tests exercise them."""
+    import transformer.decoding.packing as packing
+
+    for name in ("PACK_MIN_ROWS", "PACK_MIN_ROWS_LARGE", "INT8_MIN_ROWS"):
+        monkeypatch.setattr(packing, name, 1)

@@ -18,7 +18,8 @@ from torch import nn
 from transformer.decoding import FastDecoder, beam_search, greedy_decode
 from transformer.decoding.packing import int8_engine, step_linear
 
-pytestmark = pytest.mark.skipif(int8_engine() is None, reason="no x86/fbgemm quantized engine")
+pytestmark = [pytest.mark.skipif(int8_engine() is None, reason="no x86/fbgemm quantized engine"),
+              pytest.mark.usefixtures("fast_kernels_from_one_row")]  # int8 at every size
 BOS, EOS = 2, 3
 
 
@@ -85,3 +86,19 @@ def test_int8_is_refused_where_it_cannot_run(copy_model, sources):
                       decoder=FastDecoder(copy_model), precision="int8")
     with pytest.raises(ValueError, match="float32"):
         FastDecoder(copy.deepcopy(copy_model).to(torch.bfloat16), precision="int8")
+
+
+def test_int8_where_it_pays_plain_float32_elsewhere(monkeypatch):
+    """By rows: a small weight takes int8 from INT8_MIN_ROWS rows (float32 F.linear below), a
+    weight of LARGE_WEIGHT elements or more takes int8 at every row count."""
+    import transformer.decoding.packing as packing
+
+    monkeypatch.setattr(packing, "INT8_MIN_ROWS", 4)
+    monkeypatch.setattr(packing, "LARGE_WEIGHT", 64 * 200)
+    torch.manual_seed(0)
+    small, large = nn.Linear(64, 100), nn.Linear(64, 200)
+    for layer, rows, int8 in ((small, 1, False), (small, 3, False), (small, 4, True),
+                              (large, 1, True), (large, 8, True)):
+        x = torch.randn(rows, 1, 64)
+        got = step_linear(layer, pack=False, int8=True)(x)
+        assert torch.equal(got, layer(x)) != int8, (layer, rows)

@@ -19,7 +19,7 @@ needs_onednn = pytest.mark.skipif(not packing_available(), reason="this PyTorch 
 
 @needs_onednn
 @pytest.mark.parametrize("shape", [(1, 24), (5, 24), (80, 24), (5, 1, 24), (2, 3, 24)])
-def test_packed_linear_equals_f_linear(shape):
+def test_packed_linear_equals_f_linear(shape, fast_kernels_from_one_row):
     torch.manual_seed(0)
     linears = [nn.Linear(24, 40), nn.Linear(24, 8, bias=False)]
     x = torch.randn(*shape)
@@ -30,6 +30,28 @@ def test_packed_linear_equals_f_linear(shape):
                 got = step_linear(linear, pack=pack)(x)
                 assert got.shape == want.shape
                 torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_packed_only_from_enough_rows(monkeypatch):
+    """oneDNN's packed product from PACK_MIN_ROWS rows (PACK_MIN_ROWS_LARGE for a large weight),
+    plain F.linear below: the call that is faster at each size."""
+    import transformer.decoding.packing as packing
+
+    calls = []
+    original = packing._packed_linear
+    monkeypatch.setattr(packing, "_packed_linear", lambda *a: calls.append(1) or original(*a))
+    monkeypatch.setattr(packing, "PACK_MIN_ROWS", 8)
+    monkeypatch.setattr(packing, "PACK_MIN_ROWS_LARGE", 2)
+    monkeypatch.setattr(packing, "LARGE_WEIGHT", 24 * 40)
+    small, large = nn.Linear(24, 20), nn.Linear(24, 40)
+    with torch.inference_mode():
+        for layer, rows, packed in ((small, 1, False), (small, 7, False), (small, 8, True),
+                                    (large, 1, False), (large, 2, True)):
+            calls.clear()
+            x = torch.randn(rows, 1, 24)
+            torch.testing.assert_close(step_linear(layer, pack=True)(x), layer(x))
+            assert bool(calls) == packed, (layer, rows)
 
 
 def test_other_modules_are_called_as_they_are():
@@ -46,7 +68,8 @@ def test_no_packing_for_bf16_weights_or_under_autocast(random_model):
 
 
 @needs_onednn
-def test_a_decoder_packs_once_across_decoding_calls_and_again_when_a_weight_changes(random_model, sources):
+def test_a_decoder_packs_once_across_decoding_calls_and_again_when_a_weight_changes(
+        random_model, sources, fast_kernels_from_one_row):
     model = random_model(3)
     src = sources(3, 4)
     kw = dict(bos_id=BOS, eos_id=EOS, max_len=6)
@@ -63,7 +86,8 @@ def test_a_decoder_packs_once_across_decoding_calls_and_again_when_a_weight_chan
 
 
 @needs_onednn
-def test_packs_every_per_step_linear_but_cross_attention_key_value(random_model):
+def test_packs_every_per_step_linear_but_cross_attention_key_value(random_model,
+                                                                   fast_kernels_from_one_row):
     model = random_model(0)
     layers, output = FastDecoder(model).steps()
     packed = {"qkv", "self_out", "q", "cross_out", "ff1", "ff2"}
@@ -88,7 +112,7 @@ def test_float64_and_autocast_decode_unpacked(random_model, sources):
 
 @needs_onednn
 @pytest.mark.parametrize("method", ["greedy", "beam"])
-def test_decoding_with_packing_equals_without(copy_model, sources, method):
+def test_decoding_with_packing_equals_without(copy_model, sources, method, fast_kernels_from_one_row):
     src = sources(3, 24, min_len=2)
     decoders = {packed: FastDecoder(copy_model, pack_weights=packed) for packed in (True, False)}
 

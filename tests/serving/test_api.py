@@ -121,3 +121,27 @@ def test_metrics_count_requests_batches_and_tokens(client, tokenizer):
     assert 'transformer_texts_total{model="numbers"} 2' in text
     tokens = sum(len(tokenizer.encode(t)) for t in TEXTS[:2])
     assert f'transformer_source_tokens_total{{model="numbers"}} {tokens}' in text
+
+
+def test_int8_server_translates_as_the_int8_translator(translation_dir, classifier_dir):
+    """--precision int8: the translator decodes with int8 weights (as Translator(precision="int8")
+    does), the classifier stays float32, and /v1/models says which."""
+    from fastapi.testclient import TestClient
+
+    from transformer.decoding.packing import int8_engine
+    from transformer.serving.app import create_app
+    from transformer.serving.models import load_served
+
+    if int8_engine() is None:
+        pytest.skip("no x86/fbgemm quantized engine")
+    served = load_served({"numbers": str(translation_dir), "labels": str(classifier_dir)},
+                         precision="int8")
+    assert served["numbers"].translator.decoder.precision == "int8"
+    with TestClient(create_app(served)) as client:
+        models = {m["name"]: m["precision"] for m in client.get("/v1/models").json()["models"]}
+        assert models == {"numbers": "int8", "labels": "fp32"}
+        data = client.post("/v1/translate", json={"model": "numbers", "texts": TEXTS, "beam": 3}).json()
+    loaded = load_model_dir(translation_dir)
+    want = Translator.from_loaded(loaded, precision="int8", options=DecodeOptions(
+        beam_size=3, max_len_a=0.5, max_len_b=3)).translate(TEXTS)
+    assert [t["text"] for t in data["translations"]] == [w.text for w in want]

@@ -35,8 +35,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key", help=f"require this key on /v1/ (default: ${API_KEY_ENV} if set)")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="allow browser calls from ORIGIN (repeatable; default: CORS off)")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                   help="inference precision (default fp32)")
+    p.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32",
+                   help="inference precision (default fp32; int8: translators' decoders with int8 "
+                   "weights, made once at start, on a CPU)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--threads", type=int, help="CPU threads for PyTorch")
     p.set_defaults(handler=run)

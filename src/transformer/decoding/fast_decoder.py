@@ -153,15 +153,17 @@ class FastSession:
         self.output = output
         self.norm_first = model.config.norm_first
         memory = model.encode(src)  # (N, S, D)
-        self.memory_mask = padding_mask(src, model.config.pad_id)  # (N, 1, 1, S)
+        # (N, 1, 1, S); None when no source has padding (SDPA is faster without a mask)
+        self.memory_mask: Tensor | None = _unless_full(padding_mask(src, model.config.pad_id))
         self.cross = [step.split_cross(step.memory_kv(memory), 2) for step in layers]  # (N, H, S, Dh) K, V
+        self.sentences = src.size(0)  # N
         self.self_caches: list[KVCache | SlotCache] = [KVCache() for _ in layers]
         self.length = 0
 
     def step(self, tokens: Tensor) -> Tensor:
         """The newest token of each row, ``tokens`` (R, 1) -> next-token logits (R, V)."""
         x = self.model.tgt_embed(tokens, offset=self.length)  # (R, 1, D)
-        groups = x.size(0) // self.memory_mask.size(0)  # G
+        groups = x.size(0) // self.sentences  # G
         for i, step in enumerate(self.layers):
             if self.norm_first:
                 x = x + self._self_attention(i, step, step.norm1(x), groups)
@@ -201,9 +203,16 @@ class FastSession:
         sentence; ``keep`` (N',): the sentences that stay (None: all of them, in order)."""
         if keep is not None:
             self.cross = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in self.cross]
-            self.memory_mask = self.memory_mask.index_select(0, keep)
+            self.sentences = keep.numel()
+            if self.memory_mask is not None:
+                self.memory_mask = _unless_full(self.memory_mask.index_select(0, keep))
         selection = Selection.of(index, beams, cache=self.self_caches[0])
         self.self_caches = [reorder(cache, selection) for cache in self.self_caches]
+
+
+def _unless_full(mask: Tensor) -> Tensor | None:
+    """``mask``, or None when it lets every query see every key."""
+    return None if bool(mask.all()) else mask
 
 
 def check_precision(model: nn.Module, precision: str) -> None:

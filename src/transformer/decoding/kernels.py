@@ -18,18 +18,21 @@ from torch import Tensor
 
 from transformer.model.attention import attention
 
-# One query against more keys than this (a cached greedy step) is faster on a CPU as spelled-out
-# matmuls than through SDPA's fused kernel (torch 2.13, measured: 4x at 100 keys, batch 80,
-# 4 heads; equal near 30 keys; benchmarks/decoding.py).
+# One query a row against more keys than this, in a batch of at least CPU_SINGLE_QUERY_ROWS rows
+# (a cached greedy step of a batch), is faster on a CPU as spelled-out matmuls than through SDPA's
+# fused kernel (torch 2.13, measured: 4x at 100 keys, batch 80, 4 heads; equal near 30 keys and
+# near 16 rows; at a few rows SDPA is 2-3x faster: benchmarks/decoding.py).
 CPU_SINGLE_QUERY_KEYS = 32
+CPU_SINGLE_QUERY_ROWS = 32
 
 
 def step_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> Tensor:
     """:func:`transformer.model.attention` without weights, ``query`` (B, H, Lq, Dh) against
     ``key``/``value`` (B, H, Lk, Dh) -> (B, H, Lq, Dh), taking the spelled-out matmuls (the
-    reference's weights path) for one query against many keys on a CPU."""
+    reference's weights path) for one query against many keys in a large batch on a CPU."""
     spelled_out = (query.device.type == "cpu" and query.size(-2) == 1
-                   and key.size(-2) > CPU_SINGLE_QUERY_KEYS)
+                   and key.size(-2) > CPU_SINGLE_QUERY_KEYS
+                   and query.size(0) >= CPU_SINGLE_QUERY_ROWS)
     return attention(query, key, value, mask, need_weights=spelled_out)[0]
 
 

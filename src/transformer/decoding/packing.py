@@ -87,20 +87,47 @@ def _packed_linear(weight: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
-def step_linear(module: nn.Module, *, pack: bool, int8: bool = False) -> Callable[[Tensor], Tensor]:
-    """``x (..., in) -> (..., out)``, what ``module(x)`` computes, for a decoding step.
+# Which product a step takes, by the rows it multiplies (sentences x beams): oneDNN's packed
+# product and the int8 kernel each cost tens of microseconds a call before any arithmetic, so at a
+# few rows plain ``F.linear`` (MKL's GEMV) wins except on a large weight, whose reading dominates.
+# Measured on a 2-core AMD EPYC, 1 thread, torch 2.13 (benchmarks/decoding.py --suite kernels).
+LARGE_WEIGHT = 1 << 20  # elements: the output projection of an 8000-word vocabulary at d_model 128
+PACK_MIN_ROWS = 16  # packed float32 from this many rows (a large weight: PACK_MIN_ROWS_LARGE)
+PACK_MIN_ROWS_LARGE = 4
+INT8_MIN_ROWS = 8  # int8 from this many rows (a large weight: always)
 
-    An ``nn.Linear`` becomes a direct call, with ``int8`` on its weight quantized and prepacked once
-    (:func:`int8_linear_weight`), with ``pack`` on its float32 weight reordered once for oneDNN (a
-    copy made here, so the result holds it; inputs must then be float32 on the CPU), or plain
-    ``F.linear``; any other module (a quantized linear) is called as it is.
+
+def step_linear(module: nn.Module, *, pack: bool, int8: bool = False) -> Callable[[Tensor], Tensor]:
+    """``x (R, ..., in) -> (R, ..., out)``, what ``module(x)`` computes, for a decoding step.
+
+    An ``nn.Linear`` becomes a direct call: with ``int8``, its weight quantized and prepacked once
+    (:func:`int8_linear_weight`) for inputs of at least ``INT8_MIN_ROWS`` rows (any number for a
+    weight of ``LARGE_WEIGHT`` elements or more); with ``pack``, its float32 weight reordered once
+    for oneDNN (a copy made here, so the result holds it; inputs must be float32 on the CPU) from
+    ``PACK_MIN_ROWS`` rows (``PACK_MIN_ROWS_LARGE`` for a large weight); plain ``F.linear`` for
+    fewer rows, or without either. Any other module (a quantized linear) is called as it is.
     """
     if not isinstance(module, nn.Linear):
         return module
+    plain = functools.partial(F.linear, weight=module.weight, bias=module.bias)
+    large = module.weight.numel() >= LARGE_WEIGHT
     if int8:
-        return functools.partial(_int8_linear, int8_linear_weight(module))
+        fast = functools.partial(_int8_linear, int8_linear_weight(module))
+        return _by_rows(plain, fast, min_rows=1 if large else INT8_MIN_ROWS)
     if pack:
         with torch.no_grad():
             packed = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach())
-        return functools.partial(_packed_linear, packed, module.bias)
-    return functools.partial(F.linear, weight=module.weight, bias=module.bias)
+        fast = functools.partial(_packed_linear, packed, module.bias)
+        return _by_rows(plain, fast, min_rows=PACK_MIN_ROWS_LARGE if large else PACK_MIN_ROWS)
+    return plain
+
+
+def _by_rows(plain: Callable[[Tensor], Tensor], fast: Callable[[Tensor], Tensor], *,
+             min_rows: int) -> Callable[[Tensor], Tensor]:
+    if min_rows <= 1:
+        return fast
+
+    def linear(x: Tensor) -> Tensor:
+        return fast(x) if x.size(0) >= min_rows else plain(x)
+
+    return linear

@@ -23,11 +23,15 @@ from transformer.model_dir import LoadedModel, load_model_dir
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "bf16")  # int8 joins here once the decoding API has it
+PRECISIONS = ("fp32", "bf16", "int8")
 
 
 def set_precision(loaded: LoadedModel, precision: str) -> None:
-    """Cast ``loaded``'s weights for inference at ``precision`` (the server's one place for it)."""
+    """Cast ``loaded``'s weights for inference at ``precision`` (the server's one place for it).
+
+    int8 keeps the float32 weights: a translator's decoder quantizes its linear layers once when
+    it is built (:class:`~transformer.decoding.fast_decoder.FastDecoder`); a classifier's encoder
+    runs in float32."""
     if precision not in PRECISIONS:
         raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision == "bf16":
@@ -42,6 +46,7 @@ class ServedModel:
     path: str
     loaded: LoadedModel
     task: str
+    precision: str = "fp32"
     translator: Translator | None = None
     classifier: Any = None
     # one thread per model: a model is never used by two calls at once
@@ -112,7 +117,8 @@ class ServedModel:
         """What ``GET /v1/models`` says about this model."""
         cfg = self.loaded.config
         info: dict[str, Any] = {"name": self.name, "task": self.task, "max_tokens": self.max_tokens,
-                                "parameters": sum(p.numel() for p in self.loaded.model.parameters())}
+                                "parameters": sum(p.numel() for p in self.loaded.model.parameters()),
+                                "precision": self.precision}
         training = cfg.get("training", {})
         if self.task == "translation":
             info["source_language"] = training.get("src_lang")
@@ -149,11 +155,18 @@ def load_served(models: Mapping[str, str], *, precision: str = "fp32",
         loaded.model.eval()
         set_precision(loaded, precision)
         task = loaded.config.get("task", "translation")
-        one = ServedModel(name=name, path=str(path), loaded=loaded, task=task)
+        one = ServedModel(name=name, path=str(path), loaded=loaded, task=task,
+                          precision="fp32" if precision == "int8" and task == "classification"
+                          else precision)
         if task == "classification":
             one.classifier = Classifier(loaded, source=str(Path(path) / "config.json"))
         else:
-            one.translator = Translator.from_loaded(loaded)
+            try:
+                one.translator = Translator.from_loaded(loaded, precision=precision)
+                if one.translator.decoder is not None:  # packed/int8 weights now, not on a request
+                    one.translator.decoder.steps()
+            except ValueError as err:
+                raise InputError(f"{path}: --precision {precision}: {err}") from None
         served[name] = one
         log.info("loaded %s (%s) from %s", name, task, path)
     return served
