@@ -150,7 +150,6 @@ class TranslationTrainConfig(_RunConfig):
     max_bad_updates: int = 10  # stop after K updates in a row with a non-finite loss/gradient
 
     def __post_init__(self) -> None:
-
         if not isinstance(self.model, ModelConfig):
             raise ValueError(f"model must be a ModelConfig, got {type(self.model).__name__}")
         self._sync_vocab()
