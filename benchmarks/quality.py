@@ -3,8 +3,9 @@
 For each direction (English->German and German->English by default) it runs the real commands:
 
 1. ``transformer train --preset multi30k-cpu --src S --tgt T --threads N``: one direction after
-   the other, each with all cores (the recipe's own budget: 60 minutes or 5600 updates; ``--minutes
-   M`` replaces it); ``--parallel`` trains both at the same time with one thread each instead;
+   the other, each with all cores (the recipe's own budget: 60 minutes, its cool-down placed by the
+   time left; ``--minutes M`` replaces it); ``--parallel`` trains both at the same time with one
+   thread each instead;
 2. decoding settings are chosen on the validation split only (beam size and length penalty, best
    validation BLEU; greedy is always reported too);
 3. ``transformer evaluate --split test_2016_flickr``: detokenized cased sacreBLEU (the target),
