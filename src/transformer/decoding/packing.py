@@ -91,7 +91,7 @@ def _packed_linear(weight: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
 # product and the int8 kernel each cost tens of microseconds a call before any arithmetic, so at a
 # few rows plain ``F.linear`` (MKL's GEMV) wins except on a large weight, whose reading dominates.
 # Measured on a 2-core AMD EPYC, 1 thread, torch 2.13 (benchmarks/decoding.py --suite kernels).
-LARGE_WEIGHT = 1 << 20  # elements: the output projection of an 8000-word vocabulary at d_model 128
+LARGE_WEIGHT = 1 << 19  # elements: an output projection (8000 words x d_model 128 and up)
 PACK_MIN_ROWS = 16  # packed float32 from this many rows (a large weight: PACK_MIN_ROWS_LARGE)
 PACK_MIN_ROWS_LARGE = 4
 INT8_MIN_ROWS = 8  # int8 from this many rows (a large weight: always)
