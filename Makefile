@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser test test-all lint demo clean screenshot
+.PHONY: setup browser test test-all lint demo clean screenshot bench
 
 setup: $(STAMP)
 
@@ -34,6 +34,10 @@ test-all: $(STAMP) browser
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+
+# What benchmarks/ needs beyond the package (transformers, ctranslate2; the test extra has them too).
+bench: $(STAMP)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[bench]'
 
 # The page's screenshot in the README: the browser test, writing docs/serve-page.png.
 screenshot: $(STAMP) browser

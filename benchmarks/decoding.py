@@ -32,16 +32,18 @@ fastest repeat of each counts, so the ratios are side by side on the same (share
   in any loop over ``model.decode``, every position is projected onto the vocabulary).
 - ``HF``: ``MarianMTModel.generate(num_beams=1 or 5, do_sample=False)`` with its cache.
 
-    pip install -e '.[bench]'     # transformers and ctranslate2 (make bench-deps does it)
+    make bench                    # pip install -e '.[bench]': transformers and ctranslate2
     .venv/bin/python benchmarks/decoding.py                  # -> benchmarks/results/decoding_engines.json
     .venv/bin/python benchmarks/decoding.py --quick          # smoke run of seconds (JSON to the temp dir)
     .venv/bin/python benchmarks/decoding.py --suite cache    # -> benchmarks/results/decoding.json
+    .venv/bin/python benchmarks/decoding.py --suite kernels  # -> benchmarks/results/decoding_kernels.json
     .venv/bin/python benchmarks/decoding.py --suite cache --precision bf16 --output ...   # bf16
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -52,6 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from machine import cpu_name  # benchmarks/machine.py
 from transformer import ModelConfig, Transformer
@@ -293,11 +296,62 @@ def print_engine_row(row: dict, *, header: bool) -> None:
     print(f"{row['shape']:24} {row['batch']:5d} {row['method']:7} {cells} {ratios}", flush=True)
 
 
+# --- the kernels suite ------------------------------------------------------------------------
+
+KERNEL_ROWS = (1, 2, 4, 8, 16, 32, 80)
+
+
+def kernels_suite(args: argparse.Namespace) -> dict:
+    """Microseconds of one step's product at each row count: plain ``F.linear``, oneDNN's packed
+    weights and the int8 kernel, for every weight shape of the two models (the crossovers that
+    ``transformer.decoding.packing`` dispatches on)."""
+    from torch import nn
+
+    from transformer.decoding import packing
+
+    def micro(fn: Callable, x: torch.Tensor, n: int = 200) -> float:
+        for _ in range(10):
+            fn(x)
+        best = float("inf")
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn(x)
+            best = min(best, (time.perf_counter() - t0) / n)
+        return best * 1e6
+
+    shapes = []
+    for shape in args.shapes.values():
+        d, ff = shape["d_model"], shape["d_ff"]
+        shapes += [(3 * d, d), (d, d), (ff, d), (d, ff), (args.vocab, d)]
+    rows = []
+    for out_features, in_features in dict.fromkeys(shapes):
+        layer = nn.Linear(in_features, out_features)
+        kernels = {"F.linear": functools.partial(F.linear, weight=layer.weight, bias=layer.bias),
+                   "packed": functools.partial(packing._packed_linear,
+                                               torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach()),
+                                               layer.bias),
+                   "int8": functools.partial(packing._int8_linear, packing.int8_linear_weight(layer))}
+        for r in KERNEL_ROWS:
+            x = torch.randn(r, 1, in_features)
+            with torch.inference_mode():
+                us = {name: micro(fn, x) for name, fn in kernels.items()}
+            row = {"weight": f"{out_features}x{in_features}", "rows": r,
+                   "us": {k: round(v, 1) for k, v in us.items()}, "fastest": min(us, key=us.get)}
+            rows.append(row)
+            if len(rows) == 1:
+                print(f"{'weight':>10} {'rows':>4} " + " ".join(f"{k:>9}" for k in kernels) + "  fastest")
+            print(f"{row['weight']:>10} {r:4d} " + " ".join(f"{v:9.1f}" for v in us.values())
+                  + f"  {row['fastest']}", flush=True)
+    return {"suite": "kernels", "unit": "microseconds per call", "rows": rows}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", choices=("engines", "cache"), default="engines",
+    parser.add_argument("--suite", choices=("engines", "cache", "kernels"), default="engines",
                         help="engines: ours against CTranslate2 and HF (default); cache: our "
-                        "cache, packing and HF at the small preset's shape")
+                        "cache, packing and HF at the small preset's shape; kernels: each "
+                        "product's time by rows (F.linear, packed, int8)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
     parser.add_argument("--length", type=int, default=32, help="engines: forced output length")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16], help="engines: batch sizes")
@@ -328,10 +382,12 @@ def main() -> int:
         args.length, args.batches, args.single_sentences = 6, [1, 4], 2
         args.shapes = {"d64 2+2": dict(d_model=64, heads=4, layers=2, d_ff=128)}
     if args.output is None:  # a smoke run never overwrites the real figures
-        default = ENGINES_RESULTS if args.suite == "engines" else RESULTS
+        default = {"engines": ENGINES_RESULTS, "cache": RESULTS,
+                   "kernels": RESULTS.with_name("decoding_kernels.json")}[args.suite]
         args.output = Path(tempfile.gettempdir()) / f"{default.stem}_quick.json" if args.quick else default
     torch.set_num_threads(args.threads)
-    result = engines_suite(args) if args.suite == "engines" else cache_suite(args)
+    suites = {"engines": engines_suite, "cache": cache_suite, "kernels": kernels_suite}
+    result = suites[args.suite](args)
     result = {
         "benchmark": "decoding",
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
