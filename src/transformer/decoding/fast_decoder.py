@@ -8,9 +8,11 @@ The model's own ``decode(..., cache=...)`` is the reference: every row has its o
 every step goes through the modules. A :class:`FastDecoder` computes the same step (the model's
 weights, layer norms, embeddings and activations, the same equations), arranged for decoding:
 
-- the linear layers of each step are called directly, with weights packed once for oneDNN on a
-  CPU (:mod:`transformer.decoding.packing`), held by the decoder object and made again only when
-  a weight has changed;
+- the linear layers of each step are called directly, each call taking the product that is
+  fastest for its number of rows (plain, weights packed once for oneDNN on a CPU, or int8:
+  :mod:`transformer.decoding.packing`), the packed weights held by the decoder object and made
+  again only when a weight has changed;
+- a batch whose sources have no padding attends to the memory without a mask;
 - the G beams of a sentence share its one row of memory keys/values, which are projected once
   (:func:`~transformer.decoding.kernels.fold_groups`);
 - beam search's self-attention caches move slot numbers instead of keys

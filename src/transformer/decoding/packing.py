@@ -1,25 +1,28 @@
-"""Pre-packed linear weights for cached decoding on a CPU (oneDNN's blocked weight layout).
+"""The products of a cached decoding step on a CPU: plain, pre-packed for oneDNN, or int8.
 
 A cached decoding step multiplies a handful of rows (sentences x beams, one new token each) by
-every weight matrix of the decoder and by the output projection. For such skinny products a GEMM
-spends much of its time rearranging the weight matrix into the blocked layout its kernel reads,
-and ``F.linear`` repeats that at every call. oneDNN (PyTorch's ``mkldnn`` backend) can reorder a
-weight once and reuse it for inputs of any number of rows: ``torch.ops.mkldnn._reorder_linear_weight``
-and ``torch.ops.mkldnn._linear_pointwise``, the pair ``torch.compile`` uses for frozen CPU weights.
-At 16 rows this makes the 8000 x 256 output projection 2.4x faster and the decoder's own
-matrices 1.3-1.9x (``benchmarks/decoding.py`` measures the whole step).
+every weight matrix of the decoder and by the output projection. Three ways to do it, each the
+fastest somewhere (``benchmarks/decoding.py --suite kernels`` measures them by rows):
 
-:func:`step_linear` gives the function a decoding step calls instead of a module: the packed
-product, or plain ``F.linear``. The modules and their weights are never changed; the packed copy
-belongs to whoever asked for it (the :class:`~transformer.decoding.fast_decoder.FastDecoder`),
-and goes with it. Results equal ``F.linear``'s up to float32 rounding (a different summation
-order).
+- plain ``F.linear`` (MKL): the least fixed cost a call, so the fastest at a few rows;
+- oneDNN's packed weights: for skinny products a GEMM spends much of its time rearranging the
+  weight into the blocked layout its kernel reads, and ``F.linear`` repeats that every call;
+  oneDNN (PyTorch's ``mkldnn`` backend) can reorder a weight once and reuse it for inputs of any
+  number of rows (``torch.ops.mkldnn._reorder_linear_weight`` and ``_linear_pointwise``, the pair
+  ``torch.compile`` uses for frozen CPU weights). Equal to ``F.linear`` up to float32 rounding (a
+  different summation order), faster from about 16 rows (4 for an output projection), slower
+  below: the call costs tens of microseconds before any arithmetic;
+- int8 (``precision="int8"``): the weight quantized once to int8, symmetric per output row, and
+  prepacked for PyTorch's own dynamic-quantization kernel (fbgemm/x86): each call quantizes its
+  input rows to 8 bits on the fly, multiplies in integers and rescales to float32. It reads a
+  quarter of the bytes, so it wins on a large weight (the output projection: 3-7x at 1 row) and
+  from about 8 rows on the others; close to float32's results, not equal (tests state the
+  tolerance).
 
-With ``int8`` the weight is instead quantized once to int8, symmetric per output row, and prepacked
-for PyTorch's own dynamic-quantization kernel (fbgemm/x86): each call quantizes its input rows to
-8 bits on the fly, multiplies in integers and rescales to float32. 2-4x faster than float32 for
-the output projection at 1-16 rows on an AVX2/AVX-512 CPU; the results are close to float32's,
-not equal (tests state the tolerance).
+:func:`step_linear` gives the function a decoding step calls instead of a module: the chosen
+product for the rows of each call. The modules and their weights are never changed; the packed
+copies belong to whoever asked for them (the
+:class:`~transformer.decoding.fast_decoder.FastDecoder`), and go with it.
 """
 
 from __future__ import annotations
