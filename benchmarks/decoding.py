@@ -302,7 +302,8 @@ KERNEL_ROWS = (1, 2, 4, 8, 16, 32, 80)
 
 
 def kernels_suite(args: argparse.Namespace) -> dict:
-    """Microseconds of one step's product at each row count: plain ``F.linear``, oneDNN's packed
+    """Microseconds of one step's product at each row count: plain ``F.linear``, one ``addmm`` on
+    the weight transposed once, oneDNN's packed
     weights and the int8 kernel, for every weight shape of the two models (the crossovers that
     ``transformer.decoding.packing`` dispatches on)."""
     from torch import nn
@@ -328,6 +329,8 @@ def kernels_suite(args: argparse.Namespace) -> dict:
     for out_features, in_features in dict.fromkeys(shapes):
         layer = nn.Linear(in_features, out_features)
         kernels = {"F.linear": functools.partial(F.linear, weight=layer.weight, bias=layer.bias),
+                   "addmm W^T": functools.partial(packing._transposed_linear,
+                                                  layer.weight.detach().t().contiguous(), layer.bias),
                    "packed": functools.partial(packing._packed_linear,
                                                torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach()),
                                                layer.bias),

@@ -89,16 +89,23 @@ def test_int8_is_refused_where_it_cannot_run(copy_model, sources):
 
 
 def test_int8_where_it_pays_plain_float32_elsewhere(monkeypatch):
-    """By rows: a small weight takes int8 from INT8_MIN_ROWS rows (float32 F.linear below), a
-    weight of LARGE_WEIGHT elements or more takes int8 at every row count."""
+    """By rows: a small weight takes int8 from INT8_MIN_ROWS rows (float32 below, equal to
+    F.linear up to rounding), a weight of LARGE_WEIGHT elements or more at every row count."""
     import transformer.decoding.packing as packing
 
+    calls = []
+    original = packing._int8_linear
+    monkeypatch.setattr(packing, "_int8_linear", lambda *a: calls.append(1) or original(*a))
     monkeypatch.setattr(packing, "INT8_MIN_ROWS", 4)
     monkeypatch.setattr(packing, "LARGE_WEIGHT", 64 * 200)
     torch.manual_seed(0)
     small, large = nn.Linear(64, 100), nn.Linear(64, 200)
-    for layer, rows, int8 in ((small, 1, False), (small, 3, False), (small, 4, True),
-                              (large, 1, True), (large, 8, True)):
-        x = torch.randn(rows, 1, 64)
-        got = step_linear(layer, pack=False, int8=True)(x)
-        assert torch.equal(got, layer(x)) != int8, (layer, rows)
+    with torch.inference_mode():
+        for layer, rows, int8 in ((small, 1, False), (small, 3, False), (small, 4, True),
+                                  (large, 1, True), (large, 8, True)):
+            calls.clear()
+            x = torch.randn(rows, 1, 64)
+            got = step_linear(layer, pack=False, int8=True)(x)
+            assert bool(calls) == int8, (layer, rows)
+            if not int8:
+                torch.testing.assert_close(got, layer(x), rtol=1e-5, atol=1e-5)

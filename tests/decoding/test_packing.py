@@ -35,7 +35,7 @@ def test_packed_linear_equals_f_linear(shape, fast_kernels_from_one_row):
 @needs_onednn
 def test_packed_only_from_enough_rows(monkeypatch):
     """oneDNN's packed product from PACK_MIN_ROWS rows (PACK_MIN_ROWS_LARGE for a large weight),
-    plain F.linear below: the call that is faster at each size."""
+    a plain product below: the call that is faster at each size."""
     import transformer.decoding.packing as packing
 
     calls = []
@@ -54,6 +54,26 @@ def test_packed_only_from_enough_rows(monkeypatch):
             assert bool(calls) == packed, (layer, rows)
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 24), (3, 1, 24), (2, 24)])
+def test_few_rows_take_one_addmm_on_the_weight_transposed_once(shape, monkeypatch):
+    """Below the packed product's rows, a float32 step multiplies by a row-major copy of the
+    weight's transpose (one addmm, or mm without a bias): F.linear's result up to rounding."""
+    import transformer.decoding.packing as packing
+
+    calls = []
+    original = packing._transposed_linear
+    monkeypatch.setattr(packing, "_transposed_linear", lambda *a: calls.append(1) or original(*a))
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    with torch.inference_mode():
+        for linear in (nn.Linear(24, 40), nn.Linear(24, 8, bias=False)):
+            for pack, int8 in ((True, False), (False, True), (False, False)):
+                calls.clear()
+                got = step_linear(linear, pack=pack, int8=int8)(x)
+                torch.testing.assert_close(got, linear(x), rtol=1e-5, atol=1e-5)
+                assert bool(calls) == (pack or int8), (pack, int8)  # plain F.linear otherwise
+
+
 def test_other_modules_are_called_as_they_are():
     module = nn.Sequential(nn.Linear(4, 4))
     assert step_linear(module, pack=True) is module
@@ -68,8 +88,11 @@ def test_no_packing_for_bf16_weights_or_under_autocast(random_model):
 
 
 @needs_onednn
+@pytest.mark.parametrize("products", ["packed", "transposed"])
 def test_a_decoder_packs_once_across_decoding_calls_and_again_when_a_weight_changes(
-        random_model, sources, fast_kernels_from_one_row):
+        random_model, sources, products, request):
+    if products == "packed":  # else the tiny batch takes the transposed copies, made as often
+        request.getfixturevalue("fast_kernels_from_one_row")
     model = random_model(3)
     src = sources(3, 4)
     kw = dict(bos_id=BOS, eos_id=EOS, max_len=6)

@@ -4,7 +4,9 @@ A cached decoding step multiplies a handful of rows (sentences x beams, one new 
 every weight matrix of the decoder and by the output projection. Three ways to do it, each the
 fastest somewhere (``benchmarks/decoding.py --suite kernels`` measures them by rows):
 
-- plain ``F.linear`` (MKL): the least fixed cost a call, so the fastest at a few rows;
+- plain products (MKL): the least fixed cost a call, so the fastest at a few rows; one ``addmm``
+  on the weight transposed once (row-major in x out) rather than ``F.linear`` on the model's
+  (out x in) weight, which costs three times the operator calls and reads the weight across;
 - oneDNN's packed weights: for skinny products a GEMM spends much of its time rearranging the
   weight into the blocked layout its kernel reads, and ``F.linear`` repeats that every call;
   oneDNN (PyTorch's ``mkldnn`` backend) can reorder a weight once and reuse it for inputs of any
@@ -86,13 +88,22 @@ def _int8_linear(packed: torch.ScriptObject, x: Tensor) -> Tensor:
     return torch.ops.quantized.linear_dynamic(x, packed, True)
 
 
+def _transposed_linear(weight_t: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
+    """``F.linear(x, weight, bias)`` from ``weight_t = weight.t().contiguous()``: one ``addmm`` on
+    a row-major (in, out) matrix, which MKL multiplies 1.2-1.9x faster than ``F.linear``'s call on
+    the transposed view at a few rows (and with a third of its operator calls)."""
+    rows = x.reshape(-1, x.size(-1))
+    out = torch.mm(rows, weight_t) if bias is None else torch.addmm(bias, rows, weight_t)
+    return out.view(*x.shape[:-1], weight_t.size(1))
+
+
 def _packed_linear(weight: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
 # Which product a step takes, by the rows it multiplies (sentences x beams): oneDNN's packed
 # product and the int8 kernel each cost tens of microseconds a call before any arithmetic, so at a
-# few rows plain ``F.linear`` (MKL's GEMV) wins except on a large weight, whose reading dominates.
+# few rows a plain product (MKL) wins except on a large weight, whose reading dominates.
 # Measured on a 2-core AMD EPYC, 1 thread, torch 2.13 (benchmarks/decoding.py --suite kernels).
 LARGE_WEIGHT = 1 << 19  # elements: an output projection (8000 words x d_model 128 and up)
 PACK_MIN_ROWS = 16  # packed float32 from this many rows (a large weight: PACK_MIN_ROWS_LARGE)
@@ -107,12 +118,19 @@ def step_linear(module: nn.Module, *, pack: bool, int8: bool = False) -> Callabl
     (:func:`int8_linear_weight`) for inputs of at least ``INT8_MIN_ROWS`` rows (any number for a
     weight of ``LARGE_WEIGHT`` elements or more); with ``pack``, its float32 weight reordered once
     for oneDNN (a copy made here, so the result holds it; inputs must be float32 on the CPU) from
-    ``PACK_MIN_ROWS`` rows (``PACK_MIN_ROWS_LARGE`` for a large weight); plain ``F.linear`` for
-    fewer rows, or without either. Any other module (a quantized linear) is called as it is.
+    ``PACK_MIN_ROWS`` rows (``PACK_MIN_ROWS_LARGE`` for a large weight). Fewer rows take one
+    ``addmm`` on the weight transposed once (:func:`_transposed_linear`, also a copy the result
+    holds); without ``pack`` or ``int8``, plain ``F.linear``. Any other module (a quantized
+    linear) is called as it is.
     """
     if not isinstance(module, nn.Linear):
         return module
-    plain = functools.partial(F.linear, weight=module.weight, bias=module.bias)
+    if pack or int8:  # float32 on the CPU: the weight transposed once, owned by the result
+        with torch.no_grad():
+            weight_t = module.weight.detach().t().contiguous()
+        plain = functools.partial(_transposed_linear, weight_t, module.bias)
+    else:
+        plain = functools.partial(F.linear, weight=module.weight, bias=module.bias)
     large = module.weight.numel() >= LARGE_WEIGHT
     if int8:
         fast = functools.partial(_int8_linear, int8_linear_weight(module))
