@@ -89,15 +89,15 @@ def test_int8_is_refused_where_it_cannot_run(copy_model, sources):
 
 
 def test_int8_where_it_pays_plain_float32_elsewhere(monkeypatch):
-    """By rows: a small weight takes int8 from INT8_MIN_ROWS rows (float32 below, equal to
-    F.linear up to rounding), a weight of LARGE_WEIGHT elements or more at every row count."""
+    """By rows: a small weight takes int8 from INT8_MIN_WORK / its elements rows (float32 below,
+    equal to F.linear up to rounding), a weight of BIG_WEIGHT elements or more at every row count."""
     import transformer.decoding.packing as packing
 
     calls = []
     original = packing._int8_linear
     monkeypatch.setattr(packing, "_int8_linear", lambda *a: calls.append(1) or original(*a))
-    monkeypatch.setattr(packing, "INT8_MIN_ROWS", 4)
-    monkeypatch.setattr(packing, "LARGE_WEIGHT", 64 * 200)
+    monkeypatch.setattr(packing, "INT8_MIN_WORK", 4 * 64 * 100 - 10)  # 4 rows of the small one
+    monkeypatch.setattr(packing, "BIG_WEIGHT", 64 * 200)
     torch.manual_seed(0)
     small, large = nn.Linear(64, 100), nn.Linear(64, 200)
     with torch.inference_mode():

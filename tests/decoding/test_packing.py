@@ -34,7 +34,7 @@ def test_packed_linear_equals_f_linear(shape, fast_kernels_from_one_row):
 
 @needs_onednn
 def test_packed_only_from_enough_rows(monkeypatch):
-    """oneDNN's packed product from PACK_MIN_ROWS rows (PACK_MIN_ROWS_LARGE for a large weight),
+    """oneDNN's packed product from PACK_MIN_ROWS rows (PACK_MIN_ROWS_BIG for a big weight),
     a plain product below: the call that is faster at each size."""
     import transformer.decoding.packing as packing
 
@@ -42,8 +42,8 @@ def test_packed_only_from_enough_rows(monkeypatch):
     original = packing._packed_linear
     monkeypatch.setattr(packing, "_packed_linear", lambda *a: calls.append(1) or original(*a))
     monkeypatch.setattr(packing, "PACK_MIN_ROWS", 8)
-    monkeypatch.setattr(packing, "PACK_MIN_ROWS_LARGE", 2)
-    monkeypatch.setattr(packing, "LARGE_WEIGHT", 24 * 40)
+    monkeypatch.setattr(packing, "PACK_MIN_ROWS_BIG", 2)
+    monkeypatch.setattr(packing, "BIG_WEIGHT", 24 * 40)
     small, large = nn.Linear(24, 20), nn.Linear(24, 40)
     with torch.inference_mode():
         for layer, rows, packed in ((small, 1, False), (small, 7, False), (small, 8, True),
@@ -54,24 +54,30 @@ def test_packed_only_from_enough_rows(monkeypatch):
             assert bool(calls) == packed, (layer, rows)
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 24), (3, 1, 24), (2, 24)])
+@pytest.mark.parametrize("shape", [(1, 1, 24), (3, 1, 24), (2, 24), (6, 1, 24)])
 def test_few_rows_take_one_addmm_on_the_weight_transposed_once(shape, monkeypatch):
-    """Below the packed product's rows, a float32 step multiplies by a row-major copy of the
-    weight's transpose (one addmm, or mm without a bias): F.linear's result up to rounding."""
+    """Below the packed product's rows, a float32 step multiplies a weight of BIG_WEIGHT elements
+    or more by a row-major copy of its transpose (one addmm, or mm without a bias), a smaller one
+    with F.linear (F.linear's result up to rounding); int8 takes no float32 copies."""
     import transformer.decoding.packing as packing
 
     calls = []
     original = packing._transposed_linear
     monkeypatch.setattr(packing, "_transposed_linear", lambda *a: calls.append(1) or original(*a))
+    monkeypatch.setattr(packing, "BIG_WEIGHT", 24 * 40)
+    monkeypatch.setattr(packing, "PACK_MIN_ROWS_BIG", 4)  # packed from 4 rows
     torch.manual_seed(0)
     x = torch.randn(*shape)
     with torch.inference_mode():
-        for linear in (nn.Linear(24, 40), nn.Linear(24, 8, bias=False)):
+        for linear in (nn.Linear(24, 40), nn.Linear(24, 48, bias=False), nn.Linear(24, 8)):
+            transposed = linear.weight.numel() >= 24 * 40
             for pack, int8 in ((True, False), (False, True), (False, False)):
                 calls.clear()
                 got = step_linear(linear, pack=pack, int8=int8)(x)
-                torch.testing.assert_close(got, linear(x), rtol=1e-5, atol=1e-5)
-                assert bool(calls) == (pack or int8), (pack, int8)  # plain F.linear otherwise
+                if not (int8 and transposed):  # (a big weight's int8 product: test_int8.py)
+                    torch.testing.assert_close(got, linear(x), rtol=1e-5, atol=1e-5)
+                few = x.numel() // 24 < 4  # int8: a big weight at every row count
+                assert bool(calls) == (transposed and few and pack), (linear, pack, int8)
 
 
 def test_other_modules_are_called_as_they_are():
@@ -91,8 +97,13 @@ def test_no_packing_for_bf16_weights_or_under_autocast(random_model):
 @pytest.mark.parametrize("products", ["packed", "transposed"])
 def test_a_decoder_packs_once_across_decoding_calls_and_again_when_a_weight_changes(
         random_model, sources, products, request):
-    if products == "packed":  # else the tiny batch takes the transposed copies, made as often
+    if products == "packed":
         request.getfixturevalue("fast_kernels_from_one_row")
+    else:  # the tiny batch takes the transposed copies, made as often
+        import transformer.decoding.packing as packing
+
+        request.getfixturevalue("monkeypatch").setattr(packing, "BIG_WEIGHT", 1)
+        request.getfixturevalue("monkeypatch").setattr(packing, "PACK_MIN_ROWS_BIG", 10**9)
     model = random_model(3)
     src = sources(3, 4)
     kw = dict(bos_id=BOS, eos_id=EOS, max_len=6)

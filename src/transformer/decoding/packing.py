@@ -90,8 +90,8 @@ def _int8_linear(packed: torch.ScriptObject, x: Tensor) -> Tensor:
 
 def _transposed_linear(weight_t: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
     """``F.linear(x, weight, bias)`` from ``weight_t = weight.t().contiguous()``: one ``addmm`` on
-    a row-major (in, out) matrix, which MKL multiplies 1.2-1.9x faster than ``F.linear``'s call on
-    the transposed view at a few rows (and with a third of its operator calls)."""
+    a row-major (in, out) matrix, which MKL multiplies 1.4-1.6x faster than ``F.linear``'s call on
+    the transposed view for an output projection (8000 x 128 or x 256) at one or two rows."""
     rows = x.reshape(-1, x.size(-1))
     out = torch.mm(rows, weight_t) if bias is None else torch.addmm(bias, rows, weight_t)
     return out.view(*x.shape[:-1], weight_t.size(1))
@@ -101,46 +101,50 @@ def _packed_linear(weight: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
-# Which product a step takes, by the rows it multiplies (sentences x beams): oneDNN's packed
-# product and the int8 kernel each cost tens of microseconds a call before any arithmetic, so at a
-# few rows a plain product (MKL) wins except on a large weight, whose reading dominates.
-# Measured on a 2-core AMD EPYC, 1 thread, torch 2.13 (benchmarks/decoding.py --suite kernels).
-LARGE_WEIGHT = 1 << 19  # elements: an output projection (8000 words x d_model 128 and up)
-PACK_MIN_ROWS = 16  # packed float32 from this many rows (a large weight: PACK_MIN_ROWS_LARGE)
-PACK_MIN_ROWS_LARGE = 4
-INT8_MIN_ROWS = 8  # int8 from this many rows (a large weight: always)
+# Which product a step takes, by the weight's size and the rows it multiplies (sentences x beams):
+# oneDNN's packed product and the int8 kernel each cost 10-15 microseconds a call before any
+# arithmetic, so a small weight at a few rows is fastest in plain F.linear, while a big weight's
+# product is bound by reading it (4 bytes an element in float32, 1 in int8). Measured on a 2-core
+# AMD EPYC, 1 thread, torch 2.13 (benchmarks/decoding.py --suite kernels, and whole searches): int8
+# is 1.3-1.5x float32 at one row for the 768 x 256 and 1024 x 256 weights of d_model 256, 2.2-2.8x
+# for an 8000-word output projection, and below float32 for d_model 128's 128 x 128 up to 32 rows;
+# at one row a d_model 256 greedy search is 1.2x faster with the transposed copies of its big
+# weights than with F.linear, while for small weights F.linear is as fast or faster.
+BIG_WEIGHT = 1 << 17  # elements: d_model 256's projections and feed-forward layers, output layers
+PACK_MIN_ROWS = 64  # packed float32 from this many rows (a big weight: PACK_MIN_ROWS_BIG)
+PACK_MIN_ROWS_BIG = 2
+INT8_MIN_WORK = 3 << 18  # int8 once rows x weight elements reach this (a big weight: always)
 
 
 def step_linear(module: nn.Module, *, pack: bool, int8: bool = False) -> Callable[[Tensor], Tensor]:
     """``x (R, ..., in) -> (R, ..., out)``, what ``module(x)`` computes, for a decoding step.
 
-    An ``nn.Linear`` becomes a direct call: with ``int8``, its weight quantized and prepacked once
-    (:func:`int8_linear_weight`) for inputs of at least ``INT8_MIN_ROWS`` rows (any number for a
-    weight of ``LARGE_WEIGHT`` elements or more); with ``pack``, its float32 weight reordered once
-    for oneDNN (a copy made here, so the result holds it; inputs must be float32 on the CPU) from
-    ``PACK_MIN_ROWS`` rows (``PACK_MIN_ROWS_LARGE`` for a large weight). Fewer rows take one
-    ``addmm`` on the weight transposed once (:func:`_transposed_linear`, also a copy the result
-    holds); without ``pack`` or ``int8``, plain ``F.linear``. Any other module (a quantized
-    linear) is called as it is.
+    An ``nn.Linear`` becomes a direct call, by the rows R it is given: with ``int8``, its weight
+    quantized and prepacked once (:func:`int8_linear_weight`) for at least ``INT8_MIN_WORK /
+    weight elements`` rows (any number for a weight of ``BIG_WEIGHT`` elements or more); with
+    ``pack``, its float32 weight reordered once for oneDNN (a copy made here, so the result holds
+    it; inputs must be float32 on the CPU) from ``PACK_MIN_ROWS`` rows (``PACK_MIN_ROWS_BIG`` for
+    a big weight); fewer rows take plain ``F.linear``, or for a big weight one ``addmm`` on
+    the weight transposed once (:func:`_transposed_linear`, also a copy the result holds). Without
+    ``pack`` or ``int8``, plain ``F.linear``. Any other module (a quantized linear) is called as it is.
     """
     if not isinstance(module, nn.Linear):
         return module
-    if pack or int8:  # float32 on the CPU: the weight transposed once, owned by the result
-        with torch.no_grad():
-            weight_t = module.weight.detach().t().contiguous()
-        plain = functools.partial(_transposed_linear, weight_t, module.bias)
-    else:
-        plain = functools.partial(F.linear, weight=module.weight, bias=module.bias)
-    large = module.weight.numel() >= LARGE_WEIGHT
+    size = module.weight.numel()
+    big = size >= BIG_WEIGHT
+    plain = functools.partial(F.linear, weight=module.weight, bias=module.bias)
     if int8:
         fast = functools.partial(_int8_linear, int8_linear_weight(module))
-        return _by_rows(plain, fast, min_rows=1 if large else INT8_MIN_ROWS)
-    if pack:
-        with torch.no_grad():
-            packed = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach())
-        fast = functools.partial(_packed_linear, packed, module.bias)
-        return _by_rows(plain, fast, min_rows=PACK_MIN_ROWS_LARGE if large else PACK_MIN_ROWS)
-    return plain
+        return fast if big else _by_rows(plain, fast, min_rows=-(-INT8_MIN_WORK // size))
+    if not pack:
+        return plain
+    with torch.no_grad():  # float32 on the CPU: copies owned by the result
+        packed = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach())
+        if big:
+            plain = functools.partial(_transposed_linear, module.weight.detach().t().contiguous(),
+                                      module.bias)
+    fast = functools.partial(_packed_linear, packed, module.bias)
+    return _by_rows(plain, fast, min_rows=PACK_MIN_ROWS_BIG if big else PACK_MIN_ROWS)
 
 
 def _by_rows(plain: Callable[[Tensor], Tensor], fast: Callable[[Tensor], Tensor], *,
