@@ -90,10 +90,8 @@ def preempt(run_dir: Path, rank: int, world_size: int) -> int:
 if __name__ == "__main__":
     info, _ = distributed.init_distributed(device="cpu")
     if sys.argv[2:] == ["preempt"]:
-        status = preempt(Path(sys.argv[1]), info.rank, info.world_size)
-        distributed.shutdown()
-        sys.exit(status)
+        distributed.end_process(preempt(Path(sys.argv[1]), info.rank, info.world_size))
     trained = train(info.rank, info.world_size, accumulate=2)
     if info.is_main:
         save_file({k: v.contiguous() for k, v in trained.state_dict().items()}, sys.argv[1])
-    distributed.shutdown()
+    distributed.end_process(0)

@@ -95,3 +95,37 @@ def test_single_process_helpers_are_identities():
     assert distributed.broadcast_object({"a": 1}) == {"a": 1}
     assert distributed.gather_to_main("x") == ["x"]
     distributed.barrier()
+
+
+def test_end_process_only_returns_the_status_in_a_process_that_joined_no_group():
+    assert distributed.end_process(143) == 143
+
+
+def ended_with(monkeypatch) -> list:
+    """Pretend this process joined a group; record what ending it does instead of exiting."""
+    ended = []
+    monkeypatch.setattr(distributed, "_joined", True)
+    monkeypatch.setattr(distributed, "shutdown", lambda: ended.append("left the group"))
+
+    def exit_now(status):
+        ended.append(status)
+        raise SystemExit(status)
+
+    monkeypatch.setattr(distributed, "_exit", exit_now)
+    return ended
+
+
+def test_a_rank_ends_with_its_status_after_leaving_the_group(monkeypatch):
+    ended = ended_with(monkeypatch)
+    with pytest.raises(SystemExit):
+        distributed.end_process(143)
+    assert ended == ["left the group", 143]
+
+
+def test_the_command_line_of_a_rank_ends_the_process_with_its_status(monkeypatch, tmp_path):
+    from transformer.cli import main
+
+    ended = ended_with(monkeypatch)
+    with pytest.raises(SystemExit):
+        main(["translate", "--model", str(tmp_path / "missing")])
+    assert ended == ["left the group", 2]

@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line on ``argv`` (default: sys.argv); returns the exit status."""
+    """Run the command line on ``argv`` (default: sys.argv); returns the exit status (a rank of a
+    distributed run ends the process with it instead: see ``distributed.end_process``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -66,6 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "handler"):
         parser.print_help(sys.stderr)
         return 2
+    status = _run(args)
+    distributed = sys.modules.get("transformer.training.distributed")
+    return distributed.end_process(status) if distributed is not None else status
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The exit status of the parsed verb: its handler's, or the one its error calls for."""
     try:
         return int(args.handler(args) or 0)
     except InputError as err:

@@ -10,10 +10,12 @@ Rank 0 alone writes files. gloo is used on CPU, nccl on GPU.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -68,6 +70,8 @@ def init_distributed(*, device: str = "auto") -> tuple[DistInfo, torch.device]:
     if world_size > 1 and not dist.is_initialized():
         backend = "nccl" if dev.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+        global _joined
+        _joined = True
         log.info("rank %d of %d joined (%s, %s)", rank, world_size, backend, dev)
     return current(), dev
 
@@ -83,10 +87,36 @@ def current() -> DistInfo:
     return DistInfo()
 
 
+_joined = False  # whether this process ever joined a group (end_process then skips teardown)
+
+
 def shutdown() -> None:
     """Leave the process group, if one was joined."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def end_process(status: int) -> int:
+    """Return ``status``; a process that joined a group instead ends here with it.
+
+    Such a process leaves the group, flushes its streams and logs and exits without the
+    interpreter's teardown: threads that gloo and the rendezvous store leave behind can abort a
+    process torn down around them (``terminate called without an active exception``, status -6
+    where a stopped rank should report 143 to its scheduler).
+    """
+    if not _joined:
+        return status
+    shutdown()
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream
+            stream.flush()
+    _exit(status)
+
+
+def _exit(status: int) -> NoReturn:
+    os._exit(status)
 
 
 def _comm_device(device: torch.device) -> torch.device:
