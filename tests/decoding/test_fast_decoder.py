@@ -98,3 +98,20 @@ def test_a_decoder_belongs_to_one_transformer(random_model, sources):
     with pytest.raises(ValueError, match="Transformer"):
         FastDecoder(nn.Linear(2, 2))  # type: ignore[arg-type]
     assert decoder_for(nn.Linear(2, 2)) is None and isinstance(decoder_for(model), FastDecoder)
+
+
+@pytest.mark.parametrize("seed", [0, 1])  # post-LN and pre-LN
+def test_under_autocast_the_fast_step_equals_the_cached_model(random_model, sources, seed):
+    """Training validates under bf16 autocast, where a sub-layer's output is bf16 and the residual
+    stream float32: the step adds them as the model does (a float32 sum), step by step."""
+    model = distinct_norms(random_model(seed))
+    src = sources(seed, 4)
+    tokens = torch.randint(4, 16, (4, 6), generator=torch.Generator().manual_seed(seed))
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        session = FastDecoder(model).start(src)
+        memory, cache = model.encode(src), model.new_cache()
+        for t in range(tokens.size(1)):
+            got = session.step(tokens[:, t : t + 1])
+            want = model.decode(tokens[:, t : t + 1], memory, src, cache=cache)[:, -1]
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)

@@ -55,13 +55,13 @@ TensorFn = Callable[[Tensor], Tensor]  # (..., in) -> (..., out): a linear layer
 
 @dataclass(frozen=True)
 class LayerStep:
-    """What one decoder layer's step calls: its linear layers (packed or not), its layer norms as
-    plain functions, and the model's own head split, activation and memory projection."""
+    """What one decoder layer's step calls: its linear layers (packed or not), its layer norms
+    and activation as plain functions, and the model's own head split and memory projection."""
 
-    split_self: Callable[[Tensor, int], tuple[Tensor, ...]]  # MultiHeadAttention.split_heads
-    split_cross: Callable[[Tensor, int], tuple[Tensor, ...]]
+    heads: int  # H
+    split_cross: Callable[[Tensor, int], tuple[Tensor, ...]]  # MultiHeadAttention.split_heads
     memory_kv: nn.Module  # cross-attention's K/V projection: once per search, not packed
-    activation: nn.Module
+    activation: TensorFn
     qkv: TensorFn
     self_out: TensorFn
     q: TensorFn
@@ -78,15 +78,26 @@ def _norm(norm: nn.LayerNorm) -> TensorFn:
                              bias=norm.bias, eps=norm.eps)
 
 
+# The activations as functions: a module call costs more than the activation of one row. In place
+# where that is exact, on the feed-forward layer's own fresh output.
+_ACTIVATION_FN: dict[type, TensorFn] = {nn.ReLU: torch.relu_, nn.GELU: F.gelu, nn.SiLU: F.silu}
+
+
+def _activation(module: nn.Module) -> TensorFn:
+    if type(module) is nn.GELU and module.approximate != "none":
+        return module
+    return _ACTIVATION_FN.get(type(module), module)
+
+
 def layer_step(layer: DecoderLayer, *, pack: bool, int8: bool = False) -> LayerStep:
     """The step functions of ``layer``, its linear layers packed when ``pack``, int8 when ``int8``."""
     self_attn, cross_attn, ff = layer.self_attn, layer.cross_attn, layer.feed_forward
     step_linear = functools.partial(_step_linear, int8=int8)
     return LayerStep(
-        split_self=self_attn.split_heads,
+        heads=self_attn.num_heads,
         split_cross=cross_attn.split_heads,
         memory_kv=cross_attn.kv_proj,
-        activation=ff.activation,
+        activation=_activation(ff.activation),
         qkv=step_linear(self_attn.qkv_proj, pack=pack),
         self_out=step_linear(self_attn.out_proj, pack=pack),
         q=step_linear(cross_attn.q_proj, pack=pack),
@@ -145,7 +156,14 @@ class FastDecoder:
 
 class FastSession:
     """One search's decoding state: the cross-attention keys/values and memory mask (one row per
-    sentence), the self-attention caches (one row per hypothesis) and the position reached."""
+    sentence), the self-attention caches (one row per hypothesis) and the position reached.
+
+    A step works on rows (R, D), one new token each, and spends as few operator calls as it can
+    (each costs microseconds, as much as the arithmetic of a small model's row): the token
+    embedding scaled in place and the position's row of a table made once per session, heads
+    split and joined by views (one query per row, so (R, H, 1, Dh) and (R, D) share their
+    layout), residuals added in place to the sub-layer's fresh output, layer norms and the
+    activation called as functions."""
 
     needs_prefix = False  # each step takes only the newest token
 
@@ -154,7 +172,13 @@ class FastSession:
         self.layers = layers
         self.output = output
         self.norm_first = model.config.norm_first
+        final_norm = model.decoder.norm
+        self.final_norm: nn.Module | None = None if isinstance(final_norm, nn.Identity) else final_norm
+        embed = model.tgt_embed
+        self.token_weight, self.token_scale, self.pad_id = embed.token.weight, embed.token.scale, embed.token.pad_id
         memory = model.encode(src)  # (N, S, D)
+        # (max_len, D): what the embeddings add at each position (a zero input gives the table)
+        self.positions = embed.position(self.token_weight.new_zeros(1, model.config.max_len, memory.size(-1)))[0]
         # (N, 1, 1, S); None when no source has padding (SDPA is faster without a mask)
         self.memory_mask: Tensor | None = _unless_full(padding_mask(src, model.config.pad_id))
         self.cross = [step.split_cross(step.memory_kv(memory), 2) for step in layers]  # (N, H, S, Dh) K, V
@@ -164,41 +188,48 @@ class FastSession:
 
     def step(self, tokens: Tensor) -> Tensor:
         """The newest token of each row, ``tokens`` (R, 1) -> next-token logits (R, V)."""
-        x = self.model.tgt_embed(tokens, offset=self.length)  # (R, 1, D)
+        if self.length >= self.positions.size(0):
+            raise ValueError(f"sequence of length {self.length + 1} exceeds max_len={self.positions.size(0)}")
+        # the model's Embeddings in evaluation mode: token * sqrt(D) + position
+        x = F.embedding(tokens[:, 0], self.token_weight, self.pad_id).mul_(self.token_scale)  # (R, D)
+        x = x.add_(self.positions[self.length])
         groups = x.size(0) // self.sentences  # G
         for i, step in enumerate(self.layers):
             if self.norm_first:
-                x = x + self._self_attention(i, step, step.norm1(x), groups)
-                x = x + self._cross_attention(i, step, step.norm2(x), groups)
-                x = x + self._feed_forward(step, step.norm3(x))
+                x = _residual(x, self._self_attention(i, step, step.norm1(x), groups))
+                x = _residual(x, self._cross_attention(i, step, step.norm2(x), groups))
+                x = _residual(x, self._feed_forward(step, step.norm3(x)))
             else:
-                x = step.norm1(x + self._self_attention(i, step, x, groups))
-                x = step.norm2(x + self._cross_attention(i, step, x, groups))
-                x = step.norm3(x + self._feed_forward(step, x))
+                x = step.norm1(_residual(x, self._self_attention(i, step, x, groups)))
+                x = step.norm2(_residual(x, self._cross_attention(i, step, x, groups)))
+                x = step.norm3(_residual(x, self._feed_forward(step, x)))
         self.length += 1
-        return self.output(self.model.decoder.norm(x)[:, 0])  # (R, V)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return self.output(x)  # (R, V)
 
     def _self_attention(self, i: int, step: LayerStep, x: Tensor, groups: int) -> Tensor:
-        r, _, d = x.shape
-        q, k, v = step.split_self(step.qkv(x), 3)  # (R, H, 1, Dh) each
+        r, d = x.shape
+        qkv = step.qkv(x).view(r, 3, step.heads, 1, d // step.heads)  # (R, 3, H, 1, Dh)
+        q, k, v = qkv.unbind(1)  # (R, H, 1, Dh) each
         cache = self.self_caches[i]
         if isinstance(cache, SlotCache):  # beams: attend through the slot table
             cache.append(k, v)
             out = unfold_groups(attention_over_slots(fold_groups(q, groups), *cache.grouped()), groups)
         else:
             out = step_attention(q, *cache.update(k, v))  # (R, H, 1, Dh)
-        return step.self_out(out.transpose(1, 2).reshape(r, 1, d))  # concat heads: (R, 1, D)
+        return step.self_out(out.reshape(r, d))  # heads concatenated: (R, D)
 
     def _cross_attention(self, i: int, step: LayerStep, x: Tensor, groups: int) -> Tensor:
-        r, _, d = x.shape
-        (q,) = step.split_cross(step.q(x), 1)  # (R, H, 1, Dh)
+        r, d = x.shape
+        q = step.q(x).view(r, step.heads, 1, d // step.heads)  # (R, H, 1, Dh)
         key, value = self.cross[i]  # (N, H, S, Dh): one row per sentence, shared by its G beams
         out = step_attention(fold_groups(q, groups), key, value, self.memory_mask)  # (N, H, G, Dh)
-        return step.cross_out(unfold_groups(out, groups).transpose(1, 2).reshape(r, 1, d))  # (R, 1, D)
+        return step.cross_out(unfold_groups(out, groups).reshape(r, d))  # (R, D)
 
     @staticmethod
     def _feed_forward(step: LayerStep, x: Tensor) -> Tensor:
-        return step.ff2(step.activation(step.ff1(x)))  # (R, 1, D)
+        return step.ff2(step.activation(step.ff1(x)))  # (R, D)
 
     def select(self, index: Tensor, *, keep: Tensor | None, beams: int) -> None:
         """Go on with rows ``index`` (R',) of the last step, ``beams`` consecutive rows per
@@ -210,6 +241,12 @@ class FastSession:
                 self.memory_mask = _unless_full(self.memory_mask.index_select(0, keep))
         selection = Selection.of(index, beams, cache=self.self_caches[0])
         self.self_caches = [reorder(cache, selection) for cache in self.self_caches]
+
+
+def _residual(x: Tensor, sublayer: Tensor) -> Tensor:
+    """``x + sublayer``, added in place to the sub-layer's fresh output when the two have one dtype
+    (under autocast a sub-layer's output is 16-bit where ``x`` may be float32: then a new sum)."""
+    return sublayer.add_(x) if sublayer.dtype == x.dtype else x + sublayer
 
 
 def _unless_full(mask: Tensor) -> Tensor | None:

@@ -75,27 +75,35 @@ def _greedy(
     pad_id: int,
     min_len: int,
 ) -> Tensor:
-    """The decoding loop; returns the produced ids (B, L), PAD where EOS or nothing was produced."""
+    """The decoding loop; returns the produced ids (B, L), PAD where EOS or nothing was produced.
+
+    Each active row's input so far (BOS + produced) is one row of ``prefix``; a row is written to
+    the output only when it ends, so that a step costs few operator calls besides the model's."""
     b = src.size(0)
     steps = int(limits.max())
     out = src.new_full((b, steps), pad_id)  # (B, L)
-    # per active row: its batch row, its limit and its input so far (BOS + produced); the
-    # session holds its source, memory and cache
-    rows = torch.arange(b, device=src.device)  # (R,)
+    rows = torch.arange(b, device=src.device)  # (R,): the batch row of each active row
     row_limits = limits  # (R,)
     prefix = src.new_full((b, steps + 1), bos_id)  # (R, 1 + L): column t is the input at step t
+    next_limit = int(row_limits.min())  # the first step at which a row reaches its limit
     for t in range(steps):
         tokens = prefix[:, : t + 1] if session.needs_prefix else prefix[:, t : t + 1]  # (R, t + 1 or 1)
         logits = session.step(tokens)  # (R, V)
         scores = mask_forbidden_(logits, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
         next_ids = scores.argmax(dim=-1)  # (R,)
-        ended = (next_ids == eos_id) | (row_limits == t + 1)  # (R,)
-        out[rows, t] = next_ids.masked_fill(next_ids == eos_id, pad_id)
         prefix[:, t + 1] = next_ids
-        if bool(ended.any()):
+        ended = next_ids == eos_id  # (R,)
+        if t + 1 >= next_limit:
+            ended |= row_limits == t + 1
+        if t + 1 >= next_limit or bool(ended.any()):
+            done = ended.nonzero().squeeze(1)  # (E,)
+            produced = prefix[done, 1 : t + 2]  # (E, t + 1): EOS, when it ended them, last
+            out[rows[done], : t + 1] = produced.masked_fill(produced == eos_id, pad_id)
             keep = (~ended).nonzero().squeeze(1)  # (R',)
             if keep.numel() == 0:
                 break
-            rows, row_limits, prefix = rows[keep], row_limits[keep], prefix[keep]
-            session.select(keep, keep=keep, beams=1)
+            if keep.numel() < ended.numel():
+                rows, row_limits, prefix = rows[keep], row_limits[keep], prefix[keep]
+                session.select(keep, keep=keep, beams=1)
+            next_limit = int(row_limits.min())
     return out
