@@ -63,7 +63,7 @@ TRANSLATION_PRESETS: Mapping[str, Preset] = MappingProxyType({
         model_changes=_frozen(d_model=128, num_heads=4, num_encoder_layers=4, num_decoder_layers=4,
                               d_ff=256, dropout=0.2, share_embeddings=True, tie_embeddings=True),
         run=_frozen(vocab_size=8000, max_tokens=4096, precision="bf16", schedule="inverse_sqrt",
-                    lr=2e-3, warmup=400, label_smoothing=0.1, eval_every=200, average_last=5,
+                    lr=5e-3, warmup=800, label_smoothing=0.1, eval_every=200, average_last=5,
                     cooldown_share=0.32),
         budget=_frozen(minutes=60.0),
     ),
