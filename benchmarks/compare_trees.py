@@ -32,8 +32,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 # benchmark -> (script, arguments, quick arguments)
 BENCHMARKS = {
-    "decoding": ("benchmarks/decoding.py", ["--no-hf", "--uncached-repeats", "0", "--repeats", "3"],
-                 ["--quick", "--no-hf", "--uncached-repeats", "0"]),
+    "decoding": ("benchmarks/decoding.py",
+                 ["--suite", "cache", "--no-hf", "--uncached-repeats", "0", "--repeats", "3"],
+                 ["--suite", "cache", "--quick", "--no-hf", "--uncached-repeats", "0"]),
     "training": ("benchmarks/train_throughput.py", ["--threads", "1", "--rounds", "3"],
                  ["--quick", "--threads", "1"]),
 }
