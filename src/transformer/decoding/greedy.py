@@ -93,17 +93,17 @@ def _greedy(
         next_ids = scores.argmax(dim=-1)  # (R,)
         prefix[:, t + 1] = next_ids
         ended = next_ids == eos_id  # (R,)
-        if t + 1 >= next_limit:
+        at_limit = t + 1 == next_limit  # some row reaches its limit now
+        if at_limit:
             ended |= row_limits == t + 1
-        if t + 1 >= next_limit or bool(ended.any()):
+        if at_limit or bool(ended.any()):  # at least one row ends
             done = ended.nonzero().squeeze(1)  # (E,)
             produced = prefix[done, 1 : t + 2]  # (E, t + 1): EOS, when it ended them, last
             out[rows[done], : t + 1] = produced.masked_fill(produced == eos_id, pad_id)
             keep = (~ended).nonzero().squeeze(1)  # (R',)
             if keep.numel() == 0:
                 break
-            if keep.numel() < ended.numel():
-                rows, row_limits, prefix = rows[keep], row_limits[keep], prefix[keep]
-                session.select(keep, keep=keep, beams=1)
+            rows, row_limits, prefix = rows[keep], row_limits[keep], prefix[keep]
+            session.select(keep, keep=keep, beams=1)
             next_limit = int(row_limits.min())
     return out
