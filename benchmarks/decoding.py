@@ -16,6 +16,11 @@ of each counts, so ratios are side by side on the same CPU (1 thread each).
 
 ``--suite cache``: the model of the ``small`` preset with and without the cache and packing.
 
+``--suite profile``: the engines suite's models, batches and searches, ours in fp32 and int8, each
+run once more under ``torch.profiler``: milliseconds per step, and the operators' own time per
+step by group (products, attention, layer norm, other operators, and the time outside any
+operator: Python and dispatch), beside CTranslate2's whole step when it is installed.
+
 In the cache suite the model has the shape of ``ModelConfig.small`` (d_model 256, 4 heads, 3 + 3 layers, d_ff 1024)
 with an 8000-token shared vocabulary and random weights; the Hugging Face model is a
 ``MarianMTModel`` built from a ``MarianConfig`` of the same shape (random weights, nothing
@@ -37,6 +42,7 @@ fastest repeat of each counts, so the ratios are side by side on the same (share
     .venv/bin/python benchmarks/decoding.py --quick          # smoke run of seconds (JSON to the temp dir)
     .venv/bin/python benchmarks/decoding.py --suite cache    # -> benchmarks/results/decoding.json
     .venv/bin/python benchmarks/decoding.py --suite kernels  # -> benchmarks/results/decoding_kernels.json
+    .venv/bin/python benchmarks/decoding.py --suite profile  # -> benchmarks/results/decoding_profile.json
     .venv/bin/python benchmarks/decoding.py --suite cache --precision bf16 --output ...   # bf16
 """
 
@@ -296,6 +302,109 @@ def print_engine_row(row: dict, *, header: bool) -> None:
     print(f"{row['shape']:24} {row['batch']:5d} {row['method']:7} {cells} {ratios}", flush=True)
 
 
+# --- the profile suite ------------------------------------------------------------------------
+
+# where a decoding step's time goes: profiler op names -> a group, the first match wins
+OP_GROUPS = (
+    ("products", ("aten::addmm", "aten::mm", "aten::addmv", "aten::mv", "_linear_pointwise",
+                  "linear_dynamic")),
+    ("attention", ("aten::bmm", "aten::baddbmm", "softmax", "scaled_dot_product")),
+    ("layer norm", ("layer_norm",)),
+)
+
+
+def op_group(name: str) -> str:
+    return next((group for group, keys in OP_GROUPS if any(k in name for k in keys)), "other ops")
+
+
+def profile_suite(args: argparse.Namespace) -> dict:
+    """One decoding run under ``torch.profiler`` per shape, batch, search and precision: the
+    step's wall time without the profiler, and under it the operators' own (self) time by group,
+    calls per step, and what no operator accounts for (Python, dispatch, the profiler's own cost).
+    With CTranslate2 installed, its fp32 and int8 step beside ours (same weights, as the engines
+    suite)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        ctranslate2 = None
+    rows = []
+    vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(4, args.vocab)]
+    for shape_name, shape in args.shapes.items():
+        ours, _ = build_models(vocab=args.vocab, hf=False, **shape)
+        translators = (ct2_translators(ours, vocabulary, Path(tempfile.mkdtemp()))
+                       if ctranslate2 is not None else {})
+        decoders = {"fp32": FastDecoder(ours), "int8": FastDecoder(ours, precision="int8")}
+        for batch in args.batches:
+            count = 1 if batch > 1 else args.single_sentences
+            batches = [random_sources(batch=batch, src_len=args.src_len, vocab=args.vocab, seed=s)
+                       for s in range(count)]
+            steps = count * args.length
+            for beam, method in ((1, "greedy"), (5, "beam 5")):
+                fns = engine_runs(ours, None, translators, decoders, batches, vocabulary,
+                                  beam=beam, length=args.length)
+                for precision in ("fp32", "int8"):
+                    fn = fns[f"ours {precision}"]
+                    fn()  # warm-up
+                    wall = min(_seconds(fn) for _ in range(args.repeats))
+                    with profile(activities=[ProfilerActivity.CPU]) as prof:
+                        t0 = time.perf_counter()
+                        fn()
+                        profiled = time.perf_counter() - t0
+                    groups: dict[str, float] = {}
+                    calls: dict[str, int] = {}
+                    top = []
+                    for event in prof.key_averages():
+                        group = op_group(event.key)
+                        us = event.self_cpu_time_total
+                        groups[group] = groups.get(group, 0.0) + us
+                        calls[group] = calls.get(group, 0) + event.count
+                        top.append((us, event.key, event.count))
+                    inside = sum(groups.values())
+                    groups["outside ops"] = max(profiled * 1e6 - inside, 0.0)
+                    row = {"shape": shape_name, "batch": batch, "method": method,
+                           "precision": precision,
+                           "ms_per_step": round(wall / steps * 1e3, 3),
+                           "profiled_ms_per_step": round(profiled / steps * 1e3, 3),
+                           "share": {g: round(us / (profiled * 1e6), 3) for g, us in groups.items()},
+                           "us_per_step": {g: round(us / steps, 1) for g, us in groups.items()},
+                           "calls_per_step": {g: round(n / steps, 1) for g, n in calls.items()},
+                           "top_ops": [{"op": k, "us_per_step": round(us / steps, 1),
+                                        "calls_per_step": round(n / steps, 1)}
+                                       for us, k, n in sorted(top, reverse=True)[:8]]}
+                    ct2 = fns.get(f"CT2 {precision}")
+                    if ct2 is not None:
+                        ct2()
+                        row["ct2_ms_per_step"] = round(
+                            min(_seconds(ct2) for _ in range(args.repeats)) / steps * 1e3, 3)
+                    rows.append(row)
+                    print_profile_row(row, header=len(rows) == 1)
+    return {"suite": "profile", "length": args.length, "single_sentences": args.single_sentences,
+            "groups": [g for g, _ in OP_GROUPS] + ["other ops", "outside ops"], "rows": rows}
+
+
+def _seconds(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def print_profile_row(row: dict, *, header: bool) -> None:
+    groups = ("products", "attention", "layer norm", "other ops", "outside ops")
+    if header:
+        print("ms per decoding step (1 thread; batch 1: one sentence) and, under the profiler, "
+              "microseconds per step by group (calls)")
+        print(f"{'shape':24} {'batch':>5} {'method':7} {'prec':4} {'ours ms':>8} {'CT2 ms':>7} "
+              + " ".join(f"{g:>16}" for g in groups))
+    us, calls = row["us_per_step"], row["calls_per_step"]
+    cells = " ".join(f"{us.get(g, 0):9.0f} ({calls.get(g, 0):4.0f})" if g != "outside ops"
+                     else f"{us.get(g, 0):16.0f}" for g in groups)
+    ct2 = f"{row['ct2_ms_per_step']:7.3f}" if "ct2_ms_per_step" in row else f"{'-':>7}"
+    print(f"{row['shape']:24} {row['batch']:5d} {row['method']:7} {row['precision']:4} "
+          f"{row['ms_per_step']:8.3f} {ct2} {cells}", flush=True)
+
+
 # --- the kernels suite ------------------------------------------------------------------------
 
 KERNEL_ROWS = (1, 2, 4, 8, 16, 32, 80)
@@ -351,10 +460,12 @@ def kernels_suite(args: argparse.Namespace) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", choices=("engines", "cache", "kernels"), default="engines",
+    parser.add_argument("--suite", choices=("engines", "cache", "kernels", "profile"),
+                        default="engines",
                         help="engines: ours against CTranslate2 and HF (default); cache: our "
                         "cache, packing and HF at the small preset's shape; kernels: each "
-                        "product's time by rows (F.linear, packed, int8)")
+                        "product's time by rows (F.linear, packed, int8); profile: where a "
+                        "step's time goes, by operator group")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
     parser.add_argument("--length", type=int, default=32, help="engines: forced output length")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16], help="engines: batch sizes")
@@ -386,10 +497,12 @@ def main() -> int:
         args.shapes = {"d64 2+2": dict(d_model=64, heads=4, layers=2, d_ff=128)}
     if args.output is None:  # a smoke run never overwrites the real figures
         default = {"engines": ENGINES_RESULTS, "cache": RESULTS,
-                   "kernels": RESULTS.with_name("decoding_kernels.json")}[args.suite]
+                   "kernels": RESULTS.with_name("decoding_kernels.json"),
+                   "profile": RESULTS.with_name("decoding_profile.json")}[args.suite]
         args.output = Path(tempfile.gettempdir()) / f"{default.stem}_quick.json" if args.quick else default
     torch.set_num_threads(args.threads)
-    suites = {"engines": engines_suite, "cache": cache_suite, "kernels": kernels_suite}
+    suites = {"engines": engines_suite, "cache": cache_suite, "kernels": kernels_suite,
+              "profile": profile_suite}
     result = suites[args.suite](args)
     result = {
         "benchmark": "decoding",
