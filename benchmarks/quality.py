@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "quality.json"
 TEST_SPLIT = "test_2016_flickr"
 # (beam, length penalty) tried on the validation split; beam 1 is greedy
-DECODING_GRID = ((1, 0.6), (4, 0.6), (4, 1.0), (5, 0.6), (5, 1.0))
+DECODING_GRID = ((1, 0.6), (4, 0.6), (4, 1.0), (4, 1.5), (4, 2.0), (5, 0.6), (5, 1.0), (5, 1.5),
+                 (5, 2.0))
 
 
 def transformer(*args: str, threads: int) -> list[str]:

@@ -44,7 +44,8 @@ TRANSLATION_FLAGS = (
      "fp32 (default), bf16 (CPU or GPU) or fp16 (GPU, grad scaler)", ()),
     ("--log-every", "log_every", int, "updates between log lines (default 50)", ()),
     ("--bleu-sample", "bleu_sample", int,
-     "validation sentences translated for BLEU (default 500)", ()),
+     "validation sentences translated for BLEU (default 500, or the preset's; at least the "
+     "split's size: all of it)", ()),
     ("--average-last", "average_last", int, "keep the weights of the last N validations "
      "(RUN_DIR/snapshots/); at the end their average replaces the model if it validates better",
      ()),

@@ -139,7 +139,7 @@ class TranslationTrainConfig(_RunConfig):
     log_every: int = 50
     patience: int | None = None
     average_last: int = 0  # keep the weights of the last N evaluations; at the end try their mean
-    bleu_sample: int = 500  # validation sentences translated for BLEU (0: no BLEU)
+    bleu_sample: int = 500  # validation sentences translated for BLEU (0: no BLEU; >= the split: all)
     metric: str = "bleu"  # selects the best model: bleu, chrf or exact_match
     decode_max_len_a: float = 1.5
     decode_max_len_b: int = 10
