@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import platform
@@ -110,8 +111,8 @@ def random_sources(*, batch: int, src_len: int, vocab: int, seed: int) -> torch.
     return src
 
 
-def timed(fn: Callable[[], int]) -> tuple[float, float, int]:
-    """Run ``fn``: (wall seconds, CPU seconds of this process, tokens)."""
+def timed(fn: Callable[[], object]) -> tuple[float, float, object]:
+    """Run ``fn``: (wall seconds, CPU seconds of this process, what it returned)."""
     wall, cpu = time.perf_counter(), time.process_time()
     tokens = fn()
     return time.perf_counter() - wall, time.process_time() - cpu, tokens
@@ -325,16 +326,13 @@ def profile_suite(args: argparse.Namespace) -> dict:
     suite)."""
     from torch.profiler import ProfilerActivity, profile
 
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError:
-        ctranslate2 = None
+    has_ct2 = importlib.util.find_spec("ctranslate2") is not None
     rows = []
     vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(4, args.vocab)]
     for shape_name, shape in args.shapes.items():
         ours, _ = build_models(vocab=args.vocab, hf=False, **shape)
         translators = (ct2_translators(ours, vocabulary, Path(tempfile.mkdtemp()))
-                       if ctranslate2 is not None else {})
+                       if has_ct2 else {})
         decoders = {"fp32": FastDecoder(ours), "int8": FastDecoder(ours, precision="int8")}
         for batch in args.batches:
             count = 1 if batch > 1 else args.single_sentences
@@ -347,7 +345,7 @@ def profile_suite(args: argparse.Namespace) -> dict:
                 for precision in ("fp32", "int8"):
                     fn = fns[f"ours {precision}"]
                     fn()  # warm-up
-                    wall = min(_seconds(fn) for _ in range(args.repeats))
+                    wall = min(timed(fn)[0] for _ in range(args.repeats))
                     with profile(activities=[ProfilerActivity.CPU]) as prof:
                         t0 = time.perf_counter()
                         fn()
@@ -377,17 +375,11 @@ def profile_suite(args: argparse.Namespace) -> dict:
                     if ct2 is not None:
                         ct2()
                         row["ct2_ms_per_step"] = round(
-                            min(_seconds(ct2) for _ in range(args.repeats)) / steps * 1e3, 3)
+                            min(timed(ct2)[0] for _ in range(args.repeats)) / steps * 1e3, 3)
                     rows.append(row)
                     print_profile_row(row, header=len(rows) == 1)
     return {"suite": "profile", "length": args.length, "single_sentences": args.single_sentences,
             "groups": [g for g, _ in OP_GROUPS] + ["other ops", "outside ops"], "rows": rows}
-
-
-def _seconds(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def print_profile_row(row: dict, *, header: bool) -> None:
