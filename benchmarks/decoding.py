@@ -114,8 +114,8 @@ def random_sources(*, batch: int, src_len: int, vocab: int, seed: int) -> torch.
 def timed(fn: Callable[[], object]) -> tuple[float, float, object]:
     """Run ``fn``: (wall seconds, CPU seconds of this process, what it returned)."""
     wall, cpu = time.perf_counter(), time.process_time()
-    tokens = fn()
-    return time.perf_counter() - wall, time.process_time() - cpu, tokens
+    returned = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, returned
 
 
 def runners(ours, theirs, src: torch.Tensor, *, length: int, beam: int, decoders: dict[bool, FastDecoder],
@@ -318,14 +318,40 @@ def op_group(name: str) -> str:
     return next((group for group, keys in OP_GROUPS if any(k in name for k in keys)), "other ops")
 
 
+def profiled_step(fn: Callable[[], object], steps: int, repeats: int) -> dict:
+    """``fn`` (a decoding run of ``steps`` steps, warmed up here): its fastest wall time per step
+    of ``repeats``, then one run under ``torch.profiler``: the operators' own time and calls per
+    step by group, what no operator accounts for, and the top operators."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()  # warm-up
+    wall = min(timed(fn)[0] for _ in range(repeats))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        profiled = timed(fn)[0]
+    groups: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    events = prof.key_averages()
+    for event in events:
+        group = op_group(event.key)
+        groups[group] = groups.get(group, 0.0) + event.self_cpu_time_total
+        calls[group] = calls.get(group, 0) + event.count
+    groups["outside ops"] = max(profiled * 1e6 - sum(groups.values()), 0.0)
+    top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:8]
+    return {"ms_per_step": round(wall / steps * 1e3, 3),
+            "profiled_ms_per_step": round(profiled / steps * 1e3, 3),
+            "share": {g: round(us / (profiled * 1e6), 3) for g, us in groups.items()},
+            "us_per_step": {g: round(us / steps, 1) for g, us in groups.items()},
+            "calls_per_step": {g: round(n / steps, 1) for g, n in calls.items()},
+            "top_ops": [{"op": e.key, "us_per_step": round(e.self_cpu_time_total / steps, 1),
+                         "calls_per_step": round(e.count / steps, 1)} for e in top]}
+
+
 def profile_suite(args: argparse.Namespace) -> dict:
     """One decoding run under ``torch.profiler`` per shape, batch, search and precision: the
     step's wall time without the profiler, and under it the operators' own (self) time by group,
     calls per step, and what no operator accounts for (Python, dispatch, the profiler's own cost).
     With CTranslate2 installed, its fp32 and int8 step beside ours (same weights, as the engines
     suite)."""
-    from torch.profiler import ProfilerActivity, profile
-
     has_ct2 = importlib.util.find_spec("ctranslate2") is not None
     rows = []
     vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(4, args.vocab)]
@@ -343,34 +369,9 @@ def profile_suite(args: argparse.Namespace) -> dict:
                 fns = engine_runs(ours, None, translators, decoders, batches, vocabulary,
                                   beam=beam, length=args.length)
                 for precision in ("fp32", "int8"):
-                    fn = fns[f"ours {precision}"]
-                    fn()  # warm-up
-                    wall = min(timed(fn)[0] for _ in range(args.repeats))
-                    with profile(activities=[ProfilerActivity.CPU]) as prof:
-                        t0 = time.perf_counter()
-                        fn()
-                        profiled = time.perf_counter() - t0
-                    groups: dict[str, float] = {}
-                    calls: dict[str, int] = {}
-                    top = []
-                    for event in prof.key_averages():
-                        group = op_group(event.key)
-                        us = event.self_cpu_time_total
-                        groups[group] = groups.get(group, 0.0) + us
-                        calls[group] = calls.get(group, 0) + event.count
-                        top.append((us, event.key, event.count))
-                    inside = sum(groups.values())
-                    groups["outside ops"] = max(profiled * 1e6 - inside, 0.0)
                     row = {"shape": shape_name, "batch": batch, "method": method,
                            "precision": precision,
-                           "ms_per_step": round(wall / steps * 1e3, 3),
-                           "profiled_ms_per_step": round(profiled / steps * 1e3, 3),
-                           "share": {g: round(us / (profiled * 1e6), 3) for g, us in groups.items()},
-                           "us_per_step": {g: round(us / steps, 1) for g, us in groups.items()},
-                           "calls_per_step": {g: round(n / steps, 1) for g, n in calls.items()},
-                           "top_ops": [{"op": k, "us_per_step": round(us / steps, 1),
-                                        "calls_per_step": round(n / steps, 1)}
-                                       for us, k, n in sorted(top, reverse=True)[:8]]}
+                           **profiled_step(fns[f"ours {precision}"], steps, args.repeats)}
                     ct2 = fns.get(f"CT2 {precision}")
                     if ct2 is not None:
                         ct2()
