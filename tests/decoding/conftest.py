@@ -82,5 +82,5 @@ def fast_kernels_from_one_row(monkeypatch):
     would otherwise take plain ``F.linear``), so tests exercise them."""
     import transformer.decoding.packing as packing
 
-    for name in ("PACK_MIN_ROWS", "PACK_MIN_ROWS_BIG", "INT8_MIN_WORK"):
+    for name in ("PACK_MIN_WORK", "PACK_MIN_ROWS_BIG", "INT8_MIN_WORK"):
         monkeypatch.setattr(packing, name, 1)

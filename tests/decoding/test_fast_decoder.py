@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from transformer.decoding import FastDecoder, beam_search, greedy_decode
+from transformer.decoding import FastDecoder, beam_search, fast_decoder, greedy_decode
 from transformer.decoding.fast_decoder import decoder_for
 from transformer.decoding.slot_cache import SlotCache
+from transformer.decoding.step_cache import StepCache
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -26,6 +27,20 @@ def distinct_norms(model):
     return model.eval()
 
 
+# The fast path's two arrangements, each forced for a whole search: for many rows (cross-attention
+# through the projected memory, beams' caches as slot tables) and for few (projections folded into
+# the memory, one cache row per beam).
+ARRANGEMENTS = {"many rows": (0, 0), "few rows": (1_000, 1_000)}  # FOLD_MAX_SENTENCES, FLAT_CACHE_MAX_ROWS
+
+
+@pytest.fixture(params=list(ARRANGEMENTS))
+def arrangement(request, monkeypatch) -> str:
+    fold, flat = ARRANGEMENTS[request.param]
+    monkeypatch.setattr(fast_decoder, "FOLD_MAX_SENTENCES", fold)
+    monkeypatch.setattr(fast_decoder, "FLAT_CACHE_MAX_ROWS", flat)
+    return request.param
+
+
 def reference_logits(model, prefixes: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """Next-token logits (R, V) of full prefixes (R, T) through the reference model."""
     return model.decode(prefixes, model.encode(src), src)[:, -1]
@@ -33,7 +48,7 @@ def reference_logits(model, prefixes: torch.Tensor, src: torch.Tensor) -> torch.
 
 @pytest.mark.parametrize("pack", [True, False])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_greedy_steps_equal_the_reference(random_model, sources, seed, pack, request):
+def test_greedy_steps_equal_the_reference(random_model, sources, seed, pack, arrangement, request):
     """Rows of a batch, some leaving on the way: the fast step equals the whole-prefix pass."""
     if pack:
         request.getfixturevalue("fast_kernels_from_one_row")
@@ -53,8 +68,24 @@ def test_greedy_steps_equal_the_reference(random_model, sources, seed, pack, req
                 session.select(keep, keep=keep, beams=1)
 
 
+def test_a_source_of_only_padding_is_never_folded(random_model, sources, arrangement):
+    """The reference gives a row whose source is all padding a zero cross-attention output; folded
+    weights would spread it evenly over the padding, so such a batch takes the unfolded path."""
+    model = distinct_norms(random_model(0))
+    src = sources(0, 3)
+    src[1] = PAD
+    with torch.inference_mode():
+        session = FastDecoder(model).start(src)
+        assert session.folded is None
+        prefixes = torch.full((3, 1), BOS)
+        for _ in range(3):
+            got = session.step(prefixes[:, -1:])
+            torch.testing.assert_close(got, reference_logits(model, prefixes, src), atol=1e-4, rtol=1e-4)
+            prefixes = torch.cat([prefixes, got.argmax(-1, keepdim=True)], dim=1)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_beam_steps_equal_the_reference(random_model, sources, seed):
+def test_beam_steps_equal_the_reference(random_model, sources, seed, arrangement):
     """Beam search's steps: one row per sentence first, then K beams per sentence chosen at
     random from the sentence's previous beams, a sentence leaving now and then."""
     model = distinct_norms(random_model(seed))
@@ -78,7 +109,9 @@ def test_beam_steps_equal_the_reference(random_model, sources, seed):
             prefixes = torch.cat([prefixes[index], torch.randint(4, 16, (index.numel(), 1), generator=g)], dim=1)
             session.select(index, keep=keep, beams=k)
             per = k
-        assert all(isinstance(cache, SlotCache) for cache in session.self_caches)
+        kind = SlotCache if arrangement == "many rows" else StepCache
+        assert all(isinstance(cache, kind) for cache in session.self_caches)
+        assert (session.folded is None) == (arrangement == "many rows")
 
 
 def test_the_modules_are_never_changed(random_model, sources):

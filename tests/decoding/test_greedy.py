@@ -97,9 +97,12 @@ def test_all_padding_row_and_training_mode_restored(copy_model, sources):
     src = sources(6, 4)
     src[1] = PAD
     copy_model.train()
+    copy_model.encoder.layers[0].eval()  # a mixed model: each module gets its own mode back
+    modes = [m.training for m in copy_model.modules()]
     try:
         first = greedy_decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=10)
         assert copy_model.training, "decoding must restore the model's mode"
+        assert [m.training for m in copy_model.modules()] == modes
         assert first == greedy_decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=10)
     finally:
         copy_model.eval()

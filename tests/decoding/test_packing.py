@@ -34,20 +34,21 @@ def test_packed_linear_equals_f_linear(shape, fast_kernels_from_one_row):
 
 @needs_onednn
 def test_packed_only_from_enough_rows(monkeypatch):
-    """oneDNN's packed product from PACK_MIN_ROWS rows (PACK_MIN_ROWS_BIG for a big weight),
-    a plain product below: the call that is faster at each size."""
+    """oneDNN's packed product from PACK_MIN_WORK / weight elements rows (at least
+    PACK_MIN_ROWS_BIG for a big weight), a plain product below: the call that is faster at each size."""
     import transformer.decoding.packing as packing
 
     calls = []
     original = packing._packed_linear
     monkeypatch.setattr(packing, "_packed_linear", lambda *a: calls.append(1) or original(*a))
-    monkeypatch.setattr(packing, "PACK_MIN_ROWS", 8)
+    monkeypatch.setattr(packing, "PACK_MIN_WORK", 8 * 24 * 20)  # 8 rows of the small weight
     monkeypatch.setattr(packing, "PACK_MIN_ROWS_BIG", 2)
     monkeypatch.setattr(packing, "BIG_WEIGHT", 24 * 40)
-    small, large = nn.Linear(24, 20), nn.Linear(24, 40)
+    small, large, larger = nn.Linear(24, 20), nn.Linear(24, 40), nn.Linear(24, 400)
     with torch.inference_mode():
         for layer, rows, packed in ((small, 1, False), (small, 7, False), (small, 8, True),
-                                    (large, 1, False), (large, 2, True)):
+                                    (large, 3, False), (large, 4, True),  # 4 rows of work
+                                    (larger, 1, False), (larger, 2, True)):  # PACK_MIN_ROWS_BIG
             calls.clear()
             x = torch.randn(rows, 1, 24)
             torch.testing.assert_close(step_linear(layer, pack=True)(x), layer(x))
@@ -66,6 +67,7 @@ def test_few_rows_take_one_addmm_on_the_weight_transposed_once(shape, monkeypatc
     monkeypatch.setattr(packing, "_transposed_linear", lambda *a: calls.append(1) or original(*a))
     monkeypatch.setattr(packing, "BIG_WEIGHT", 24 * 40)
     monkeypatch.setattr(packing, "PACK_MIN_ROWS_BIG", 4)  # packed from 4 rows
+    monkeypatch.setattr(packing, "PACK_MIN_WORK", 1)
     torch.manual_seed(0)
     x = torch.randn(*shape)
     with torch.inference_mode():

@@ -36,6 +36,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer.decoding.folded_cross import (
+    FOLD_MAX_SENTENCES,
+    FoldedMemory,
+    FoldedWeights,
+    fold_memory,
+    folded_cross_attention,
+    folded_weights,
+)
 from transformer.decoding.kernels import (
     attention_over_slots,
     fold_groups,
@@ -45,12 +53,16 @@ from transformer.decoding.kernels import (
 from transformer.decoding.packing import can_pack, int8_engine
 from transformer.decoding.packing import step_linear as _step_linear
 from transformer.decoding.slot_cache import Selection, SlotCache, reorder
+from transformer.decoding.step_cache import StepCache
 from transformer.model import Transformer
 from transformer.model.decoder import DecoderLayer
-from transformer.model.kv_cache import KVCache
 from transformer.model.masks import padding_mask
 
 TensorFn = Callable[[Tensor], Tensor]  # (..., in) -> (..., out): a linear layer or a layer norm
+
+# Beam search with at most this many rows (sentences x beams) keeps one cache row per beam and
+# copies rows when beams are chosen, instead of a SlotCache (benchmarks/decoding.py).
+FLAT_CACHE_MAX_ROWS = 32
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,7 @@ class LayerStep:
     heads: int  # H
     split_cross: Callable[[Tensor, int], tuple[Tensor, ...]]  # MultiHeadAttention.split_heads
     memory_kv: nn.Module  # cross-attention's K/V projection: once per search, not packed
+    folded: FoldedWeights  # cross-attention's Q/output projections, to fold into the memory
     activation: TensorFn
     qkv: TensorFn
     self_out: TensorFn
@@ -74,8 +87,9 @@ class LayerStep:
 
 
 def _norm(norm: nn.LayerNorm) -> TensorFn:
-    return functools.partial(F.layer_norm, normalized_shape=norm.normalized_shape, weight=norm.weight,
-                             bias=norm.bias, eps=norm.eps)
+    # torch.layer_norm itself: F.layer_norm's Python wrapper costs a fifth of a row's layer norm
+    return functools.partial(torch.layer_norm, normalized_shape=norm.normalized_shape,
+                             weight=norm.weight, bias=norm.bias, eps=norm.eps)
 
 
 # The activations as functions: a module call costs more than the activation of one row. In place
@@ -97,6 +111,7 @@ def layer_step(layer: DecoderLayer, *, pack: bool, int8: bool = False) -> LayerS
         heads=self_attn.num_heads,
         split_cross=cross_attn.split_heads,
         memory_kv=cross_attn.kv_proj,
+        folded=folded_weights(cross_attn),
         activation=_activation(ff.activation),
         qkv=step_linear(self_attn.qkv_proj, pack=pack),
         self_out=step_linear(self_attn.out_proj, pack=pack),
@@ -180,10 +195,19 @@ class FastSession:
         # (max_len, D): what the embeddings add at each position (a zero input gives the table)
         self.positions = embed.position(self.token_weight.new_zeros(1, model.config.max_len, memory.size(-1)))[0]
         # (N, 1, 1, S); None when no source has padding (SDPA is faster without a mask)
-        self.memory_mask: Tensor | None = _unless_full(padding_mask(src, model.config.pad_id))
+        mask = padding_mask(src, model.config.pad_id)
+        self.memory_mask: Tensor | None = _unless_full(mask)
         self.cross = [step.split_cross(step.memory_kv(memory), 2) for step in layers]  # (N, H, S, Dh) K, V
+        # Few sentences: the cross-attention projections folded into the memory (3 calls a
+        # step instead of about 10), in float32 outside autocast, where rounding is float32's,
+        # and when no source is all padding (the reference gives such a row a zero output).
+        self.folded: list[FoldedMemory] | None = None
+        if (src.size(0) <= FOLD_MAX_SENTENCES and memory.dtype == torch.float32
+                and not torch.is_autocast_enabled(memory.device.type) and bool(mask.any(-1).all())):
+            self.folded = [fold_memory(step.folded, k, v, self.memory_mask)
+                           for step, (k, v) in zip(layers, self.cross, strict=True)]
         self.sentences = src.size(0)  # N
-        self.self_caches: list[KVCache | SlotCache] = [KVCache() for _ in layers]
+        self.self_caches: list[StepCache | SlotCache] = [StepCache(heads=step.heads) for step in layers]
         self.length = 0
 
     def step(self, tokens: Tensor) -> Tensor:
@@ -197,11 +221,11 @@ class FastSession:
         for i, step in enumerate(self.layers):
             if self.norm_first:
                 x = _residual(x, self._self_attention(i, step, step.norm1(x), groups))
-                x = _residual(x, self._cross_attention(i, step, step.norm2(x), groups))
+                x = self._cross_attention(i, step, step.norm2(x), x, groups)
                 x = _residual(x, self._feed_forward(step, step.norm3(x)))
             else:
                 x = step.norm1(_residual(x, self._self_attention(i, step, x, groups)))
-                x = step.norm2(_residual(x, self._cross_attention(i, step, x, groups)))
+                x = step.norm2(self._cross_attention(i, step, x, x, groups))
                 x = step.norm3(_residual(x, self._feed_forward(step, x)))
         self.length += 1
         if self.final_norm is not None:
@@ -210,22 +234,26 @@ class FastSession:
 
     def _self_attention(self, i: int, step: LayerStep, x: Tensor, groups: int) -> Tensor:
         r, d = x.shape
-        qkv = step.qkv(x).view(r, 3, step.heads, 1, d // step.heads)  # (R, 3, H, 1, Dh)
-        q, k, v = qkv.unbind(1)  # (R, H, 1, Dh) each
+        qkv = step.qkv(x)  # (R, 3 * D): each row its query, key and value
+        q = qkv.view(r, 3, step.heads, 1, d // step.heads)[:, 0]  # (R, H, 1, Dh)
         cache = self.self_caches[i]
         if isinstance(cache, SlotCache):  # beams: attend through the slot table
+            _, k, v = qkv.view(r, 3, step.heads, 1, d // step.heads).unbind(1)
             cache.append(k, v)
             out = unfold_groups(attention_over_slots(fold_groups(q, groups), *cache.grouped()), groups)
         else:
-            out = step_attention(q, *cache.update(k, v))  # (R, H, 1, Dh)
+            out = step_attention(q, *cache.append_rows(qkv[:, d:]))  # (R, H, 1, Dh)
         return step.self_out(out.reshape(r, d))  # heads concatenated: (R, D)
 
-    def _cross_attention(self, i: int, step: LayerStep, x: Tensor, groups: int) -> Tensor:
+    def _cross_attention(self, i: int, step: LayerStep, x: Tensor, residual: Tensor, groups: int) -> Tensor:
+        """``residual`` + the cross-attention of ``x``, both (R, D)."""
+        if self.folded is not None:
+            return folded_cross_attention(x, residual, self.folded[i], heads=step.heads)
         r, d = x.shape
         q = step.q(x).view(r, step.heads, 1, d // step.heads)  # (R, H, 1, Dh)
         key, value = self.cross[i]  # (N, H, S, Dh): one row per sentence, shared by its G beams
         out = step_attention(fold_groups(q, groups), key, value, self.memory_mask)  # (N, H, G, Dh)
-        return step.cross_out(unfold_groups(out, groups).reshape(r, d))  # (R, D)
+        return _residual(residual, step.cross_out(unfold_groups(out, groups).reshape(r, d)))  # (R, D)
 
     @staticmethod
     def _feed_forward(step: LayerStep, x: Tensor) -> Tensor:
@@ -236,11 +264,19 @@ class FastSession:
         sentence; ``keep`` (N',): the sentences that stay (None: all of them, in order)."""
         if keep is not None:
             self.cross = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in self.cross]
+            if self.folded is not None:
+                self.folded = [folded.select(keep) for folded in self.folded]
             self.sentences = keep.numel()
             if self.memory_mask is not None:
                 self.memory_mask = _unless_full(self.memory_mask.index_select(0, keep))
-        selection = Selection.of(index, beams, cache=self.self_caches[0])
-        self.self_caches = [reorder(cache, selection) for cache in self.self_caches]
+        # Few rows: copy the chosen rows' keys (one call a layer) rather than keep slot tables,
+        # whose attention costs several calls a layer; many rows: copying would cost more.
+        groups = beams if index.numel() > FLAT_CACHE_MAX_ROWS else 1
+        selection = Selection.of(index, groups, cache=self.self_caches[0])
+        self.self_caches = [reorder(cache, selection, flat=self._flat_cache) for cache in self.self_caches]
+
+    def _flat_cache(self) -> StepCache:
+        return StepCache(heads=self.layers[0].heads)
 
 
 def _residual(x: Tensor, sublayer: Tensor) -> Tensor:

@@ -109,10 +109,14 @@ def _packed_linear(weight: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
 # is 1.3-1.5x float32 at one row for the 768 x 256 and 1024 x 256 weights of d_model 256, 2.2-2.8x
 # for an 8000-word output projection, and below float32 for d_model 128's 128 x 128 up to 32 rows;
 # at one row a d_model 256 greedy search is 1.2x faster with the transposed copies of its big
-# weights than with F.linear, while for small weights F.linear is as fast or faster.
+# weights than with F.linear, while for small weights F.linear is as fast or faster. On a quiet
+# machine (the other core idle) MKL's product slows down with rows much sooner than oneDNN's: the
+# packed product wins once rows x weight elements reach about 3 x 2^18 (the d_model 128
+# Q/K/V weight from 16 rows, 1.1x; 128 x 128 from about 48; 768 x 256 from 4, 1.5x; an output
+# projection from 2 rows, 2-3x at 4 rows).
 BIG_WEIGHT = 1 << 17  # elements: d_model 256's projections and feed-forward layers, output layers
-PACK_MIN_ROWS = 64  # packed float32 from this many rows (a big weight: PACK_MIN_ROWS_BIG)
-PACK_MIN_ROWS_BIG = 2
+PACK_MIN_WORK = 3 << 18  # packed float32 once rows x weight elements reach this
+PACK_MIN_ROWS_BIG = 2  # and never below this many rows for a big weight (1 row: its transposed copy)
 INT8_MIN_WORK = 3 << 18  # int8 once rows x weight elements reach this (a big weight: always)
 
 
@@ -123,8 +127,8 @@ def step_linear(module: nn.Module, *, pack: bool, int8: bool = False) -> Callabl
     quantized and prepacked once (:func:`int8_linear_weight`) for at least ``INT8_MIN_WORK /
     weight elements`` rows (any number for a weight of ``BIG_WEIGHT`` elements or more); with
     ``pack``, its float32 weight reordered once for oneDNN (a copy made here, so the result holds
-    it; inputs must be float32 on the CPU) from ``PACK_MIN_ROWS`` rows (``PACK_MIN_ROWS_BIG`` for
-    a big weight); fewer rows take plain ``F.linear``, or for a big weight one ``addmm`` on
+    it; inputs must be float32 on the CPU) from ``PACK_MIN_WORK / weight elements`` rows (at least
+    ``PACK_MIN_ROWS_BIG`` for a big weight); fewer rows take plain ``F.linear``, or for a big weight one ``addmm`` on
     the weight transposed once (:func:`_transposed_linear`, also a copy the result holds). Without
     ``pack`` or ``int8``, plain ``F.linear``. Any other module (a quantized linear) is called as it is.
     """
@@ -144,7 +148,7 @@ def step_linear(module: nn.Module, *, pack: bool, int8: bool = False) -> Callabl
             plain = functools.partial(_transposed_linear, module.weight.detach().t().contiguous(),
                                       module.bias)
     fast = functools.partial(_packed_linear, packed, module.bias)
-    return _by_rows(plain, fast, min_rows=PACK_MIN_ROWS_BIG if big else PACK_MIN_ROWS)
+    return _by_rows(plain, fast, min_rows=max(PACK_MIN_ROWS_BIG if big else 1, -(-PACK_MIN_WORK // size)))
 
 
 def _by_rows(plain: Callable[[Tensor], Tensor], fast: Callable[[Tensor], Tensor], *,

@@ -15,12 +15,16 @@ gives every beam the history a plain cache gives it (tests/decoding/test_slot_ca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from transformer.decoding.step_cache import StepCache
 from transformer.model.kv_cache import KVCache
+
+FlatCache = KVCache | StepCache  # one row per hypothesis: reordered by copying rows
 
 
 class SlotCache:
@@ -130,7 +134,7 @@ class Selection:
     parents: Tensor | None = None
 
     @classmethod
-    def of(cls, index: Tensor, group: int, *, cache: KVCache | SlotCache) -> Selection:
+    def of(cls, index: Tensor, group: int, *, cache: FlatCache | SlotCache) -> Selection:
         """The selection of ``index`` from ``cache`` (B rows before it)."""
         if group < 1 or index.numel() % group != 0:
             raise ValueError(f"a selection of {index.numel()} rows cannot be split into groups of {group}")
@@ -146,15 +150,17 @@ class Selection:
         return cls(index, group, None if unchanged else sentences, by_group % group)
 
 
-def reorder(cache: KVCache | SlotCache, selection: Selection) -> KVCache | SlotCache:
+def reorder(cache: FlatCache | SlotCache, selection: Selection, *,
+            flat: Callable[[], FlatCache] = KVCache) -> FlatCache | SlotCache:
     """``cache`` with the rows of ``selection``: a :class:`SlotCache` of ``selection.group`` beams
     per sentence when that is > 1 (slots chosen in place when it already is one), else a plain
-    :class:`KVCache`. Either the same object, changed, or a new one."""
+    cache (the same one reordered, or a new one made by ``flat``). Either the same object,
+    changed, or a new one."""
     g = selection.group
     if isinstance(cache, SlotCache) and cache.groups == g:
         cache.choose(selection)
         return cache
-    if isinstance(cache, KVCache) and g == 1:
+    if isinstance(cache, FlatCache) and g == 1:
         cache.reorder(selection.index)
         return cache
     if cache.length == 0:
@@ -162,6 +168,6 @@ def reorder(cache: KVCache | SlotCache, selection: Selection) -> KVCache | SlotC
     key, value = cache.key.index_select(0, selection.index), cache.value.index_select(0, selection.index)
     if g > 1:
         return SlotCache(key, value, g)
-    flat = KVCache()
-    flat.update(key, value)
-    return flat
+    rows = flat()
+    rows.update(key, value)
+    return rows
