@@ -12,6 +12,7 @@ from transformer.decoding import FastDecoder, beam_search, fast_decoder, greedy_
 from transformer.decoding.fast_decoder import decoder_for
 from transformer.decoding.slot_cache import SlotCache
 from transformer.decoding.step_cache import StepCache
+from transformer.model import KVCache
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -66,6 +67,8 @@ def test_greedy_steps_equal_the_reference(random_model, sources, seed, pack, arr
                 keep = torch.arange(1, prefixes.size(0))
                 prefixes, src = prefixes[keep], src[keep]
                 session.select(keep, keep=keep, beams=1)
+        kind = KVCache if arrangement == "many rows" else StepCache
+        assert all(isinstance(cache, kind) for cache in session.self_caches)
 
 
 def test_a_source_of_only_padding_is_never_folded(random_model, sources, arrangement):
@@ -148,3 +151,11 @@ def test_under_autocast_the_fast_step_equals_the_cached_model(random_model, sour
             want = model.decode(tokens[:, t : t + 1], memory, src, cache=cache)[:, -1]
             assert got.dtype == want.dtype
             torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
+
+
+def test_step_caches_are_read_by_sdpa():
+    """A StepCache's keys are strided views that SDPA reads in place; the spelled-out attention
+    (taken from CPU_SINGLE_QUERY_ROWS rows) would copy them every step."""
+    from transformer.decoding import kernels
+
+    assert fast_decoder.FLAT_CACHE_MAX_ROWS < kernels.CPU_SINGLE_QUERY_ROWS

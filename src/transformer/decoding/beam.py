@@ -30,6 +30,7 @@ from transformer.decoding.common import (
     evaluation_mode,
     mask_forbidden_,
     strip_padding,
+    vocabulary_chunk,
 )
 from transformer.decoding.fast_decoder import FastDecoder
 from transformer.decoding.session import Session, open_session
@@ -97,18 +98,6 @@ def top_candidates(
     scores, picked = values.view(n, count * chunk).topk(count, dim=1)  # (N, C)
     flat = best.gather(1, torch.div(picked, chunk, rounding_mode="floor")) * chunk + picked % chunk
     return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
-
-
-def vocabulary_chunk(vocab_size: int) -> int | None:
-    """A divisor of ``vocab_size`` from 32 to 512 for :func:`top_candidates`, or None when there is
-    none or the vocabulary holds fewer than 16 chunks (ranking it at once is then as fast).
-
-    Preferred: multiples of 32 (a CPU max over rows of 32k floats is vectorised; what is left
-    over goes element by element, 5x slower for 125 than 128), then the one nearest 160
-    (8000 -> 160, 32000 -> 160).
-    """
-    divisors = [d for d in range(32, 513) if vocab_size % d == 0 and vocab_size // d >= 16]
-    return min(divisors, key=lambda d: (-min(d & -d, 32), abs(d - 160))) if divisors else None
 
 
 def gather_beams(x: Tensor, beams: Tensor) -> Tensor:

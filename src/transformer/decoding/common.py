@@ -134,3 +134,35 @@ def evaluation_mode(model: nn.Module) -> Iterator[None]:
     finally:
         for module in training:
             module.training = True
+
+
+def vocabulary_chunk(vocab_size: int) -> int | None:
+    """A divisor of ``vocab_size`` from 32 to 512 for :func:`top_candidates`, or None when there is
+    none or the vocabulary holds fewer than 16 chunks (ranking it at once is then as fast).
+
+    Preferred: multiples of 32 (a CPU max over rows of 32k floats is vectorised; what is left
+    over goes element by element, 5x slower for 125 than 128), then the one nearest 160
+    (8000 -> 160, 32000 -> 160).
+    """
+    divisors = [d for d in range(32, 513) if vocab_size % d == 0 and vocab_size // d >= 16]
+    return min(divisors, key=lambda d: (-min(d & -d, 32), abs(d - 160))) if divisors else None
+
+
+# From this many scores (rows x vocabulary) the best token of each row is found in two rounds:
+# PyTorch's CPU argmax goes element by element (72 us for 16 rows of 8000) while a max over
+# chunks is vectorised (22 us); at one row of 8000 the plain argmax is faster (5.5 against 9.6).
+ARGMAX_MIN_SCORES = 3 << 13
+
+
+def argmax_rows(scores: Tensor, chunk: int | None) -> Tensor:
+    """``scores.argmax(dim=-1)`` of ``scores`` (R, V), the first maximum of each row, in two rounds
+    when there are enough scores and ``chunk`` (from :func:`vocabulary_chunk`) divides V: the
+    chunk holding a row's first maximum is the first chunk whose maximum is that row's maximum,
+    and within it the first maximum is the row's."""
+    rows, v = scores.shape
+    if chunk is None or rows * v < ARGMAX_MIN_SCORES:
+        return scores.argmax(dim=-1)
+    chunks = scores.view(rows, v // chunk, chunk)  # (R, M, chunk)
+    best = chunks.amax(dim=-1).argmax(dim=-1)  # (R,): the chunk of each row's first maximum
+    within = chunks.gather(1, best[:, None, None].expand(rows, 1, chunk)).squeeze(1).argmax(dim=-1)
+    return best * chunk + within  # (R,)

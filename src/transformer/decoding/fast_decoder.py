@@ -52,17 +52,23 @@ from transformer.decoding.kernels import (
 )
 from transformer.decoding.packing import can_pack, int8_engine
 from transformer.decoding.packing import step_linear as _step_linear
-from transformer.decoding.slot_cache import Selection, SlotCache, reorder
+from transformer.decoding.slot_cache import FlatCache, Selection, SlotCache, reorder
 from transformer.decoding.step_cache import StepCache
 from transformer.model import Transformer
 from transformer.model.decoder import DecoderLayer
+from transformer.model.kv_cache import KVCache
 from transformer.model.masks import padding_mask
 
 TensorFn = Callable[[Tensor], Tensor]  # (..., in) -> (..., out): a linear layer or a layer norm
 
-# Beam search with at most this many rows (sentences x beams) keeps one cache row per beam and
-# copies rows when beams are chosen, instead of a SlotCache (benchmarks/decoding.py).
-FLAT_CACHE_MAX_ROWS = 32
+# Up to this many rows (sentences x beams) the self-attention caches are StepCaches: one copy a
+# step appends a position, SDPA reads the keys where they lie, and beam search copies the chosen
+# beams' rows (one call a layer) instead of keeping slot tables (several calls a layer); 1.1-1.2x
+# at 5 and 20 rows. More rows: KVCaches (whose head-major keys the spelled-out attention of
+# kernels.step_attention reads without a copy, from CPU_SINGLE_QUERY_ROWS rows), and SlotCaches
+# for beams, which copy nothing when beams are chosen (benchmarks/decoding.py). Below
+# CPU_SINGLE_QUERY_ROWS, so that a StepCache is always read by SDPA.
+FLAT_CACHE_MAX_ROWS = 24
 
 
 @dataclass(frozen=True)
@@ -207,7 +213,7 @@ class FastSession:
             self.folded = [fold_memory(step.folded, k, v, self.memory_mask)
                            for step, (k, v) in zip(layers, self.cross, strict=True)]
         self.sentences = src.size(0)  # N
-        self.self_caches: list[StepCache | SlotCache] = [StepCache(heads=step.heads) for step in layers]
+        self.self_caches: list[FlatCache | SlotCache] = [self._flat_cache(src.size(0)) for _ in layers]
         self.length = 0
 
     def step(self, tokens: Tensor) -> Tensor:
@@ -235,14 +241,17 @@ class FastSession:
     def _self_attention(self, i: int, step: LayerStep, x: Tensor, groups: int) -> Tensor:
         r, d = x.shape
         qkv = step.qkv(x)  # (R, 3 * D): each row its query, key and value
-        q = qkv.view(r, 3, step.heads, 1, d // step.heads)[:, 0]  # (R, H, 1, Dh)
+        heads = qkv.view(r, 3, step.heads, 1, d // step.heads)  # (R, 3, H, 1, Dh)
         cache = self.self_caches[i]
-        if isinstance(cache, SlotCache):  # beams: attend through the slot table
-            _, k, v = qkv.view(r, 3, step.heads, 1, d // step.heads).unbind(1)
-            cache.append(k, v)
-            out = unfold_groups(attention_over_slots(fold_groups(q, groups), *cache.grouped()), groups)
+        if isinstance(cache, StepCache):  # the key/value half of the rows is one copy
+            out = step_attention(heads[:, 0], *cache.append_rows(qkv[:, d:]))  # (R, H, 1, Dh)
         else:
-            out = step_attention(q, *cache.append_rows(qkv[:, d:]))  # (R, H, 1, Dh)
+            q, k, v = heads.unbind(1)  # (R, H, 1, Dh) each
+            if isinstance(cache, SlotCache):  # beams: attend through the slot table
+                cache.append(k, v)
+                out = unfold_groups(attention_over_slots(fold_groups(q, groups), *cache.grouped()), groups)
+            else:
+                out = step_attention(q, *cache.update(k, v))  # (R, H, 1, Dh)
         return step.self_out(out.reshape(r, d))  # heads concatenated: (R, D)
 
     def _cross_attention(self, i: int, step: LayerStep, x: Tensor, residual: Tensor, groups: int) -> Tensor:
@@ -273,10 +282,11 @@ class FastSession:
         # whose attention costs several calls a layer; many rows: copying would cost more.
         groups = beams if index.numel() > FLAT_CACHE_MAX_ROWS else 1
         selection = Selection.of(index, groups, cache=self.self_caches[0])
-        self.self_caches = [reorder(cache, selection, flat=self._flat_cache) for cache in self.self_caches]
+        flat = functools.partial(self._flat_cache, index.numel())
+        self.self_caches = [reorder(cache, selection, flat=flat) for cache in self.self_caches]
 
-    def _flat_cache(self) -> StepCache:
-        return StepCache(heads=self.layers[0].heads)
+    def _flat_cache(self, rows: int) -> FlatCache:
+        return StepCache(heads=self.layers[0].heads) if rows <= FLAT_CACHE_MAX_ROWS else KVCache()
 
 
 def _residual(x: Tensor, sublayer: Tensor) -> Tensor:

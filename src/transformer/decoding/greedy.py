@@ -16,10 +16,12 @@ from torch import Tensor
 
 from transformer.decoding.common import (
     Seq2SeqModel,
+    argmax_rows,
     checked_limits,
     evaluation_mode,
     mask_forbidden_,
     strip_padding,
+    vocabulary_chunk,
 )
 from transformer.decoding.fast_decoder import FastDecoder
 from transformer.decoding.session import Session, open_session
@@ -86,11 +88,14 @@ def _greedy(
     row_limits = limits  # (R,)
     prefix = src.new_full((b, steps + 1), bos_id)  # (R, 1 + L): column t is the input at step t
     next_limit = int(row_limits.min())  # the first step at which a row reaches its limit
+    chunk: int | None = None  # for argmax_rows, chosen on the first step
     for t in range(steps):
         tokens = prefix[:, : t + 1] if session.needs_prefix else prefix[:, t : t + 1]  # (R, t + 1 or 1)
         logits = session.step(tokens)  # (R, V)
         scores = mask_forbidden_(logits, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
-        next_ids = scores.argmax(dim=-1)  # (R,)
+        if t == 0:
+            chunk = vocabulary_chunk(scores.size(-1))
+        next_ids = argmax_rows(scores, chunk)  # (R,)
         prefix[:, t + 1] = next_ids
         ended = next_ids == eos_id  # (R,)
         at_limit = t + 1 == next_limit  # some row reaches its limit now
