@@ -84,3 +84,20 @@ def fast_kernels_from_one_row(monkeypatch):
 
     for name in ("PACK_MIN_WORK", "PACK_MIN_ROWS_BIG", "INT8_MIN_WORK"):
         monkeypatch.setattr(packing, name, 1)
+
+
+@pytest.fixture(scope="session")
+def distinct_norms() -> Callable[[Transformer], Transformer]:
+    """``distinct_norms(model)``: the model with random layer-norm gains and biases, in evaluation
+    mode, so that using the wrong norm shows."""
+
+    def distinct(model: Transformer) -> Transformer:
+        g = torch.Generator().manual_seed(7)
+        with torch.no_grad():
+            for module in model.modules():
+                if isinstance(module, torch.nn.LayerNorm):
+                    module.weight.copy_(1 + 0.5 * torch.randn(module.weight.shape, generator=g))
+                    module.bias.copy_(0.5 * torch.randn(module.bias.shape, generator=g))
+        return model.eval()
+
+    return distinct

@@ -17,17 +17,6 @@ from transformer.model import KVCache
 PAD, BOS, EOS = 0, 2, 3
 
 
-def distinct_norms(model):
-    """``model`` with random layer-norm gains and biases, so that using the wrong norm shows."""
-    g = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.LayerNorm):
-                module.weight.copy_(1 + 0.5 * torch.randn(module.weight.shape, generator=g))
-                module.bias.copy_(0.5 * torch.randn(module.bias.shape, generator=g))
-    return model.eval()
-
-
 # The fast path's two arrangements, each forced for a whole search: for many rows (cross-attention
 # through the projected memory, beams' caches as slot tables) and for few (projections folded into
 # the memory, one cache row per beam).
@@ -49,7 +38,7 @@ def reference_logits(model, prefixes: torch.Tensor, src: torch.Tensor) -> torch.
 
 @pytest.mark.parametrize("pack", [True, False])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_greedy_steps_equal_the_reference(random_model, sources, seed, pack, arrangement, request):
+def test_greedy_steps_equal_the_reference(random_model, distinct_norms, sources, seed, pack, arrangement, request):
     """Rows of a batch, some leaving on the way: the fast step equals the whole-prefix pass."""
     if pack:
         request.getfixturevalue("fast_kernels_from_one_row")
@@ -71,7 +60,7 @@ def test_greedy_steps_equal_the_reference(random_model, sources, seed, pack, arr
         assert all(isinstance(cache, kind) for cache in session.self_caches)
 
 
-def test_a_source_of_only_padding_is_never_folded(random_model, sources, arrangement):
+def test_a_source_of_only_padding_is_never_folded(random_model, distinct_norms, sources, arrangement):
     """The reference gives a row whose source is all padding a zero cross-attention output; folded
     weights would spread it evenly over the padding, so such a batch takes the unfolded path."""
     model = distinct_norms(random_model(0))
@@ -88,7 +77,7 @@ def test_a_source_of_only_padding_is_never_folded(random_model, sources, arrange
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_beam_steps_equal_the_reference(random_model, sources, seed, arrangement):
+def test_beam_steps_equal_the_reference(random_model, distinct_norms, sources, seed, arrangement):
     """Beam search's steps: one row per sentence first, then K beams per sentence chosen at
     random from the sentence's previous beams, a sentence leaving now and then."""
     model = distinct_norms(random_model(seed))
@@ -137,7 +126,7 @@ def test_a_decoder_belongs_to_one_transformer(random_model, sources):
 
 
 @pytest.mark.parametrize("seed", [0, 1])  # post-LN and pre-LN
-def test_under_autocast_the_fast_step_equals_the_cached_model(random_model, sources, seed):
+def test_under_autocast_the_fast_step_equals_the_cached_model(random_model, distinct_norms, sources, seed):
     """Training validates under bf16 autocast, where a sub-layer's output is bf16 and the residual
     stream float32: the step adds them as the model does (a float32 sum), step by step."""
     model = distinct_norms(random_model(seed))

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer.decoding.fast_encoder import EncoderLayerStep, encoder_steps, fast_encode
 from transformer.decoding.folded_cross import (
     FOLD_MAX_SENTENCES,
     FoldedMemory,
@@ -150,29 +151,36 @@ class FastDecoder:
         self.precision = precision
         self.packs = 0
         self._steps: tuple[list[LayerStep], TensorFn] | None = None
+        self._encoder: list[EncoderLayerStep] | None = None
         self._made_from: tuple[bool, list[tuple[int, int]]] | None = None  # (packed, weights seen)
 
     def _weights_seen(self) -> list[tuple[int, int]]:
-        return [(id(p), p._version) for p in self.model.decoder.parameters()] + [
-            (id(p), p._version) for p in self.model.output_projection.parameters()]
+        model = self.model
+        return [(id(p), p._version) for module in (model.encoder, model.decoder, model.output_projection)
+                for p in module.parameters()]
 
     def steps(self) -> tuple[list[LayerStep], TensorFn]:
         """Every layer's :class:`LayerStep` and the output projection, packed when that applies;
-        made again when a weight or whether packing applies has changed since the last call."""
+        made again when a weight or whether packing applies has changed since the last call.
+        The encoder's layers (:mod:`transformer.decoding.fast_encoder`) are made with them,
+        packed whenever packing applies (in float32 with int8 too), else left to the model."""
         int8 = self.precision == "int8"
-        pack = self.pack_weights and can_pack(self.model) and not int8
-        made_from = (pack, self._weights_seen())
+        packable = self.pack_weights and can_pack(self.model)
+        pack = packable and not int8
+        made_from = (packable, self._weights_seen())
         if self._steps is None or made_from != self._made_from:
             layers = [layer_step(layer, pack=pack, int8=int8) for layer in self.model.decoder.layers]
             self._steps = (layers, _step_linear(self.model.output_projection, pack=pack, int8=int8))
+            self._encoder = encoder_steps(self.model, pack=True) if packable else None
             self._made_from = made_from
-            self.packs += pack
+            self.packs += packable
         return self._steps
 
     def start(self, src: Tensor) -> FastSession:
         """Encode ``src`` (N, S) and return the session that decodes it step by step."""
         layers, output = self.steps()
-        return FastSession(self.model, src, layers, output)
+        memory = self.model.encode(src) if self._encoder is None else fast_encode(self.model, self._encoder, src)
+        return FastSession(self.model, src, memory, layers, output)
 
 
 class FastSession:
@@ -188,7 +196,9 @@ class FastSession:
 
     needs_prefix = False  # each step takes only the newest token
 
-    def __init__(self, model: Transformer, src: Tensor, layers: list[LayerStep], output: TensorFn) -> None:
+    def __init__(self, model: Transformer, src: Tensor, memory: Tensor, layers: list[LayerStep],
+                 output: TensorFn) -> None:
+        """``memory`` (N, S, D): ``src`` (N, S) encoded."""
         self.model = model
         self.layers = layers
         self.output = output
@@ -197,7 +207,6 @@ class FastSession:
         self.final_norm: nn.Module | None = None if isinstance(final_norm, nn.Identity) else final_norm
         embed = model.tgt_embed
         self.token_weight, self.token_scale, self.pad_id = embed.token.weight, embed.token.scale, embed.token.pad_id
-        memory = model.encode(src)  # (N, S, D)
         # (max_len, D): what the embeddings add at each position (a zero input gives the table)
         self.positions = embed.position(self.token_weight.new_zeros(1, model.config.max_len, memory.size(-1)))[0]
         # (N, 1, 1, S); None when no source has padding (SDPA is faster without a mask)
