@@ -136,9 +136,10 @@ class FastDecoder:
     """The cached decoding step of ``model``, for ``greedy_decode`` and ``beam_search``.
 
     ``pack_weights``: on a CPU in float32 outside autocast, multiply by weights reordered once for
-    oneDNN (equal to ``F.linear`` up to float32 rounding, faster). The packed copies are made on
-    the first :meth:`start` and kept by this object (``packs`` counts how often they were made);
-    a weight changed since (an optimizer step, a load) has them made again.
+    oneDNN (equal to ``F.linear`` up to float32 rounding, faster), the encoder's too. The packed
+    copies are made on the first :meth:`start` and kept by this object (``packs`` counts how often
+    they were made); a weight changed in place since (an optimizer step, ``load_state_dict``) has
+    them made again. A parameter replaced by a new object is not seen: build a new decoder.
     """
 
     def __init__(self, model: Transformer, *, pack_weights: bool = True,
@@ -152,12 +153,15 @@ class FastDecoder:
         self.packs = 0
         self._steps: tuple[list[LayerStep], TensorFn] | None = None
         self._encoder: list[EncoderLayerStep] | None = None
+        self._parameters = [p for module in (model.encoder, model.decoder, model.output_projection)
+                            for p in module.parameters()]
         self._made_from: tuple[bool, list[tuple[int, int]]] | None = None  # (packed, weights seen)
 
     def _weights_seen(self) -> list[tuple[int, int]]:
-        model = self.model
-        return [(id(p), p._version) for module in (model.encoder, model.decoder, model.output_projection)
-                for p in module.parameters()]
+        # the parameters are listed once: walking the modules costs a tenth of a millisecond, as
+        # much as a short sentence's decoding step (a parameter replaced by a new object rather
+        # than changed in place goes unseen: build a new decoder then)
+        return [(id(p), p._version) for p in self._parameters]
 
     def steps(self) -> tuple[list[LayerStep], TensorFn]:
         """Every layer's :class:`LayerStep` and the output projection, packed when that applies;
