@@ -82,6 +82,12 @@ def test_save_refuses_a_missing_folder_or_unknown_format(tmp_path):
     with pytest.raises(InputError, match="unknown picture format"):
         save_figure(fig, tmp_path / "a.jpg")
     assert list(tmp_path.iterdir()) == []
+    (tmp_path / "b.png").mkdir()  # a folder named like a picture (another verb's --out)
+    (tmp_path / "c.svg").mkdir()
+    for name, svg in (("b.png", False), ("c.png", True)):
+        with pytest.raises(InputError, match="is a folder"):
+            save_figure(fig, tmp_path / name, svg=svg)
+    assert not (tmp_path / "c.png").exists()  # nothing half-written
 
 
 @pytest.mark.parametrize("kind", ["encoder", "decoder", "cross", "alignment"])

@@ -82,7 +82,7 @@ def save_figure(fig: Figure, path: str | os.PathLike[str], *, svg: bool = False)
     an SVG copy beside it. Each file is written to a temporary name and renamed, so a failure
     never leaves a half-written picture. Returns the paths written.
 
-    Raises InputError for a missing output folder or an unknown suffix.
+    Raises InputError for a missing output folder, an unknown suffix or a path that is a folder.
     """
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
@@ -93,6 +93,9 @@ def save_figure(fig: Figure, path: str | os.PathLike[str], *, svg: bool = False)
     targets = [(path, fmt)]
     if svg and fmt != "svg":
         targets.append((path.with_suffix(".svg"), "svg"))
+    for target, _ in targets:
+        if target.is_dir():
+            raise InputError(f"{target}: is a folder; name a picture file")
     written = []
     for target, kind in targets:
         with style():
