@@ -12,11 +12,16 @@ weights, layer norms, embeddings and activations, the same equations), arranged 
   fastest for its number of rows (plain, weights packed once for oneDNN on a CPU, or int8:
   :mod:`transformer.decoding.packing`), the packed weights held by the decoder object and made
   again only when a weight has changed;
+- the sources are encoded with the encoder's products chosen the same way
+  (:mod:`transformer.decoding.fast_encoder`);
 - a batch whose sources have no padding attends to the memory without a mask;
 - the G beams of a sentence share its one row of memory keys/values, which are projected once
-  (:func:`~transformer.decoding.kernels.fold_groups`);
-- beam search's self-attention caches move slot numbers instead of keys
-  (:mod:`transformer.decoding.slot_cache`);
+  (:func:`~transformer.decoding.kernels.fold_groups`); for a few sentences the cross-attention's
+  query and output projections are folded into them as well
+  (:mod:`transformer.decoding.folded_cross`);
+- self-attention caches of few rows append a step's keys and values with one copy
+  (:mod:`transformer.decoding.step_cache`); beam search over many rows moves slot numbers instead
+  of keys (:mod:`transformer.decoding.slot_cache`);
 - one query against many keys takes the faster CPU kernel (:mod:`transformer.decoding.kernels`);
 - with ``precision="int8"`` the step's linear layers and the output projection multiply by int8
   weights quantized once (:func:`~transformer.decoding.packing.int8_linear_weight`), close to
