@@ -56,8 +56,8 @@ def test_greedy_steps_equal_the_reference(random_model, distinct_norms, sources,
                 keep = torch.arange(1, prefixes.size(0))
                 prefixes, src = prefixes[keep], src[keep]
                 session.select(keep, keep=keep, beams=1)
-        kind = KVCache if arrangement == "many rows" else StepCache
-        assert all(isinstance(cache, kind) for cache in session.self_caches)
+        kind = KVCache if arrangement == "many rows" else StepCache  # (a StepCache is a KVCache)
+        assert all(type(cache) is kind for cache in session.self_caches)
 
 
 def test_a_source_of_only_padding_is_never_folded(random_model, distinct_norms, sources, arrangement):
@@ -102,7 +102,7 @@ def test_beam_steps_equal_the_reference(random_model, distinct_norms, sources, s
             session.select(index, keep=keep, beams=k)
             per = k
         kind = SlotCache if arrangement == "many rows" else StepCache
-        assert all(isinstance(cache, kind) for cache in session.self_caches)
+        assert all(type(cache) is kind for cache in session.self_caches)
         assert (session.folded is None) == (arrangement == "many rows")
 
 

@@ -58,7 +58,7 @@ from transformer.decoding.kernels import (
 )
 from transformer.decoding.packing import can_pack, int8_engine
 from transformer.decoding.packing import step_linear as _step_linear
-from transformer.decoding.slot_cache import FlatCache, Selection, SlotCache, reorder
+from transformer.decoding.slot_cache import Selection, SlotCache, reorder
 from transformer.decoding.step_cache import StepCache
 from transformer.model import Transformer
 from transformer.model.decoder import DecoderLayer
@@ -231,7 +231,7 @@ class FastSession:
             self.folded = [fold_memory(step.folded, k, v, self.memory_mask)
                            for step, (k, v) in zip(layers, self.cross, strict=True)]
         self.sentences = src.size(0)  # N
-        self.self_caches: list[FlatCache | SlotCache] = [self._flat_cache(src.size(0)) for _ in layers]
+        self.self_caches: list[KVCache | SlotCache] = [self._flat_cache(src.size(0)) for _ in layers]
         self.length = 0
 
     def step(self, tokens: Tensor) -> Tensor:
@@ -303,7 +303,7 @@ class FastSession:
         flat = functools.partial(self._flat_cache, index.numel())
         self.self_caches = [reorder(cache, selection, flat=flat) for cache in self.self_caches]
 
-    def _flat_cache(self, rows: int) -> FlatCache:
+    def _flat_cache(self, rows: int) -> KVCache:
         return StepCache(heads=self.layers[0].heads) if rows <= FLAT_CACHE_MAX_ROWS else KVCache()
 
 

@@ -21,10 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from transformer.decoding.step_cache import StepCache
 from transformer.model.kv_cache import KVCache
-
-FlatCache = KVCache | StepCache  # one row per hypothesis: reordered by copying rows
 
 
 class SlotCache:
@@ -134,7 +131,7 @@ class Selection:
     parents: Tensor | None = None
 
     @classmethod
-    def of(cls, index: Tensor, group: int, *, cache: FlatCache | SlotCache) -> Selection:
+    def of(cls, index: Tensor, group: int, *, cache: KVCache | SlotCache) -> Selection:
         """The selection of ``index`` from ``cache`` (B rows before it)."""
         if group < 1 or index.numel() % group != 0:
             raise ValueError(f"a selection of {index.numel()} rows cannot be split into groups of {group}")
@@ -150,8 +147,8 @@ class Selection:
         return cls(index, group, None if unchanged else sentences, by_group % group)
 
 
-def reorder(cache: FlatCache | SlotCache, selection: Selection, *,
-            flat: Callable[[], FlatCache] = KVCache) -> FlatCache | SlotCache:
+def reorder(cache: KVCache | SlotCache, selection: Selection, *,
+            flat: Callable[[], KVCache] = KVCache) -> KVCache | SlotCache:
     """``cache`` with the rows of ``selection``: a :class:`SlotCache` of ``selection.group`` beams
     per sentence when that is > 1 (slots chosen in place when it already is one), else a plain
     cache (the same one reordered, or a new one made by ``flat``). Either the same object,
@@ -160,7 +157,7 @@ def reorder(cache: FlatCache | SlotCache, selection: Selection, *,
     if isinstance(cache, SlotCache) and cache.groups == g:
         cache.choose(selection)
         return cache
-    if isinstance(cache, FlatCache) and g == 1:
+    if isinstance(cache, KVCache) and g == 1:
         cache.reorder(selection.index)
         return cache
     if cache.length == 0:

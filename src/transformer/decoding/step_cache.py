@@ -18,47 +18,28 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from transformer.model.kv_cache import KVCache
+
 INITIAL_CAPACITY = 16  # positions; storage grows by doubling
 
 
-class StepCache:
-    """Keys and values of one self-attention layer: storage (capacity, B, 2, H, Dh)."""
+class StepCache(KVCache):
+    """Keys and values of one self-attention layer: storage (capacity, B, 2, H, Dh). A
+    :class:`~transformer.model.KVCache` whose ``key``/``value`` (B, H, L, Dh) are strided views
+    of that storage."""
 
     def __init__(self, *, heads: int) -> None:
+        super().__init__()
         self.heads = heads  # H
-        self._storage: Tensor | None = None  # (capacity, B, 2, H, Dh)
-        self._key: Tensor | None = None  # (B, H, capacity, Dh): views of the storage
-        self._value: Tensor | None = None
+        self._storage: Tensor | None = None  # (capacity, B, 2, H, Dh); _key/_value view it
         self._positions: tuple[Tensor, ...] = ()  # (B, 2 * D) views, one per position
         self._spare: tuple[Tensor, Tensor, Tensor, tuple[Tensor, ...]] | None = None  # see reorder
-        self.length = 0
-
-    @property
-    def is_empty(self) -> bool:
-        return self.length == 0
-
-    @property
-    def rows(self) -> int:
-        """B, the rows cached (0 when empty)."""
-        return 0 if self._storage is None else self._storage.size(1)
-
-    @property
-    def key(self) -> Tensor:
-        """(B, H, L, Dh): the cached keys (a strided view of the storage)."""
-        assert self._key is not None, "empty cache"
-        return self._key[:, :, : self.length]
-
-    @property
-    def value(self) -> Tensor:
-        """(B, H, L, Dh): the cached values (a strided view of the storage)."""
-        assert self._value is not None, "empty cache"
-        return self._value[:, :, : self.length]
 
     def append_rows(self, kv: Tensor) -> tuple[Tensor, Tensor]:
         """Append one position: ``kv`` (B, 2 * D), each row its key then its value (heads in
         order, as the fused projection lays them out). Returns all keys and values (B, H, L, Dh)."""
         if self._storage is None or self.length == self._storage.size(0):
-            self._grow(kv, self.length + 1)
+            self._grow_to(kv, self.length + 1)
         self._positions[self.length].copy_(kv)
         self.length += 1
         return self.key, self.value
@@ -71,13 +52,13 @@ class StepCache:
         kv = torch.stack([key, value], dim=1).permute(3, 0, 1, 2, 4)  # (T, B, 2, H, Dh)
         needed = self.length + t
         if self._storage is None or needed > self._storage.size(0):
-            self._grow(kv.reshape(t, b, 2 * h * dh)[0], needed)
+            self._grow_to(kv.reshape(t, b, 2 * h * dh)[0], needed)
         assert self._storage is not None
         self._storage[self.length : needed] = kv
         self.length = needed
         return self.key, self.value
 
-    def _grow(self, like: Tensor, needed: int) -> None:
+    def _grow_to(self, like: Tensor, needed: int) -> None:
         """Storage for at least ``needed`` positions (doubling), keeping what is cached;
         ``like`` (B, 2 * D) gives the rows, width, dtype and device."""
         old = self._storage.size(0) if self._storage is not None else INITIAL_CAPACITY // 2
