@@ -221,15 +221,17 @@ class FastSession:
         # (N, 1, 1, S); None when no source has padding (SDPA is faster without a mask)
         mask = padding_mask(src, model.config.pad_id)
         self.memory_mask: Tensor | None = _unless_full(mask)
-        self.cross = [step.split_cross(step.memory_kv(memory), 2) for step in layers]  # (N, H, S, Dh) K, V
+        cross = [step.split_cross(step.memory_kv(memory), 2) for step in layers]  # (N, H, S, Dh) K, V
         # Few sentences: the cross-attention projections folded into the memory (3 calls a
         # step instead of about 10), in float32 outside autocast, where rounding is float32's,
         # and when no source is all padding (the reference gives such a row a zero output).
+        # Then the folded keys and values replace the projected ones.
         self.folded: list[FoldedMemory] | None = None
         if (src.size(0) <= FOLD_MAX_SENTENCES and memory.dtype == torch.float32
                 and not torch.is_autocast_enabled(memory.device.type) and bool(mask.any(-1).all())):
             self.folded = [fold_memory(step.folded, k, v, self.memory_mask)
-                           for step, (k, v) in zip(layers, self.cross, strict=True)]
+                           for step, (k, v) in zip(layers, cross, strict=True)]
+        self.cross = cross if self.folded is None else []
         self.sentences = src.size(0)  # N
         self.self_caches: list[KVCache | SlotCache] = [self._flat_cache(src.size(0)) for _ in layers]
         self.length = 0
