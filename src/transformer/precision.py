@@ -17,8 +17,9 @@ and the probe (a callable), so tests run it over machines this one is not.
 from __future__ import annotations
 
 import copy
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -26,6 +27,8 @@ import torch
 from torch import nn
 
 from transformer.hardware import Machine
+
+log = logging.getLogger(__name__)
 
 BF16_MIN_SPEEDUP = 1.1  # bf16 must be this much faster than fp32 to be chosen (probe noise aside)
 PROBE_FLOPS = 2e9  # about the work of one probe pass: tens of milliseconds on one core at d128
@@ -190,19 +193,48 @@ def probe_decoding(model: nn.Module, *, sentences: int = 16, length: int = 16, s
 
 
 def resolve_precision(requested: str, *, model: nn.Module, device: torch.device | str,
-                      training: bool, machine: Machine | None = None) -> PrecisionChoice:
+                      training: bool, machine: Machine | None = None,
+                      previous: Mapping[str, Any] | None = None) -> PrecisionChoice:
     """:func:`choose_precision` for ``model`` on ``device``, on this machine unless ``machine`` is
     given. The probe: training, or a classifier, runs its first encoder layer; decoding with a
-    Transformer times greedy decoding itself."""
+    Transformer times greedy decoding itself.
+
+    ``previous`` (a :meth:`PrecisionChoice.to_dict` stored when a run started): a resumed ``auto``
+    run keeps the precision it started with when the device can run it, so a resume repeats the
+    same arithmetic rather than a new probe's verdict."""
     from transformer.hardware import detect
 
+    device = torch.device(device)
+    if (requested == "auto" and previous and previous.get("requested") == "auto"
+            and previous.get("precision") in ("fp32", "bf16", "fp16")
+            and (previous["precision"] != "fp16" or device.type == "cuda")):
+        return PrecisionChoice(requested, previous["precision"],
+                               f"as chosen when the run started ({previous.get('reason', '')})")
     config = model.config
 
     def probe() -> Probe:
-        if not training and hasattr(model, "decode"):
-            return probe_decoding(model)
-        return probe_layer(model.encoder.layers[0], d_model=config.d_model, d_ff=config.d_ff,
-                           backward=training, max_len=config.max_len)
+        with torch.random.fork_rng(devices=[]):  # the run's random streams are left untouched
+            if not training and hasattr(model, "decode"):
+                return probe_decoding(model)
+            return probe_layer(model.encoder.layers[0], d_model=config.d_model, d_ff=config.d_ff,
+                               backward=training, max_len=config.max_len)
 
     return choose_precision(requested, device=device, machine=machine or detect(), probe=probe,
                             training=training)
+
+
+def for_inference(model: nn.Module, requested: str) -> PrecisionChoice:
+    """Resolve ``requested`` (auto, fp32, bf16, int8) for decoding or classifying with ``model``
+    on its device, log the choice (a warning for an explicit bf16 that is slow here) and cast the
+    weights to bf16 when that is the choice. int8 keeps the float32 weights (a translator's
+    decoder quantizes its own; a classifier runs in float32)."""
+    device = next(model.parameters()).device
+    choice = resolve_precision(requested, model=model, device=device, training=False)
+    if choice.warning:
+        log.warning(choice.warning)
+    elif requested == "auto":
+        log.info("%s%s", choice.describe(),
+                 f"; {choice.probe.describe()}" if choice.probe is not None else "")
+    if choice.precision == "bf16":
+        model.to(torch.bfloat16)
+    return choice

@@ -15,7 +15,13 @@ def test_python_dash_m_and_json(capsys):
         capture_output=True, text=True, check=True,
     )
     info = json.loads(result.stdout)
-    assert set(info) == {"transformer", "torch"}
+    assert set(info) == {"transformer", "torch", "machine"}
+    import torch
+
+    cpu = info["machine"]["cpu"]  # the machine as PyTorch sees it, not a guess
+    assert cpu["capability"] == torch.backends.cpu.get_cpu_capability()
+    assert cpu["quantized_engines"] == list(torch.backends.quantized.supported_engines)
+    assert isinstance(cpu["native_bf16"], bool) and cpu["model"]
 
 
 def test_no_verb_is_a_usage_error(capsys):

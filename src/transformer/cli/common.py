@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from transformer.config.choices import ACTIVATIONS, POSITIONAL
+from transformer.config.choices import ACTIVATIONS, POSITIONAL, TRAINING_PRECISIONS
 from transformer.errors import InputError
 
 KEY = "set:"
@@ -68,6 +69,9 @@ RUN_FLAGS: tuple[Flag, ...] = (
     ("--save-every", "save_every", int,
      "a checkpoint every N updates besides those at validations (default 0: only there)", ()),
     ("--save-minutes", "save_minutes", float, "a checkpoint at least every M minutes", ()),
+    ("--precision", "precision", TRAINING_PRECISIONS, "auto (default): bf16 where this CPU or GPU "
+     "runs it natively and a short probe of the model finds it faster, else fp32 (fp16 with a "
+     "grad scaler on a GPU without bf16); or fp32, bf16, fp16 (GPU only)", ()),
     ("--max-bad-updates", "max_bad_updates", int, "stop after K updates in a row skipped for a "
      "non-finite loss or gradient (default 10; 0: never)", ()),
 )
@@ -149,6 +153,26 @@ def device(name: str) -> Any:
         return resolve_device(name)
     except ValueError as err:
         raise InputError(f"--device {name!r}: {err}") from None
+
+
+def inference_device(name: str, precision: str) -> Any:
+    """``--device`` for decoding at ``precision``: int8 decodes on the CPU (PyTorch's int8 kernels
+    are CPU kernels), so ``auto`` on a machine with a GPU takes the CPU and says so in one line,
+    and an explicit CUDA device is refused."""
+    import torch
+
+    if precision != "int8":
+        return device(name)
+    if name == "auto":
+        if torch.cuda.is_available():
+            logging.getLogger(__name__).info("--precision int8 decodes on the CPU (int8 kernels "
+                                             "are CPU kernels); the GPU is not used")
+        return torch.device("cpu")
+    chosen = device(name)
+    if chosen.type != "cpu":
+        raise InputError(f"--precision int8 decodes on the CPU only, not --device {name}; use "
+                         "--device cpu (or auto), or --precision auto/fp32/bf16 on the GPU")
+    return chosen
 
 
 def set_threads(threads: int | None) -> None:

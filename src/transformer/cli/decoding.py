@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from transformer.cli.common import add_device_threads, device, set_threads
+from transformer.cli.common import add_device_threads, inference_device, set_threads
+from transformer.config.choices import INFERENCE_PRECISIONS
 
 
 def add_decoding_flags(p: argparse.ArgumentParser) -> None:
@@ -22,10 +23,11 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-len", type=int, help="absolute cap in tokens (default: model positions)")
     g.add_argument("--batch-size", type=int, default=64,
                    help="sentences decoded at once (default 64)")
-    g.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32",
-                   help="weights and activations while decoding: fp32 (default); bf16, faster "
-                   "on CPUs with bf16 matmuls; int8: the decoder's linear layers with int8 "
-                   "weights made once (a CPU). Beam scores stay float32")
+    g.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
+                   help="weights and activations while decoding: auto (default): bf16 where "
+                   "this CPU or GPU runs it natively and a short probe decodes faster, else "
+                   "fp32; fp32; bf16; int8: the decoder's linear layers with int8 weights "
+                   "made once (always on the CPU). Beam scores stay float32")
     add_device_threads(g, device_default="auto", device_help="auto (default), cpu, cuda or cuda:N",
                        threads_help="CPU threads for PyTorch")
 
@@ -38,4 +40,5 @@ def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> tupl
     return load_translator(
         args.model, beam_size=args.beam, length_penalty=args.length_penalty, nbest=nbest,
         max_len_a=args.max_len_a, max_len_b=args.max_len_b, max_len=args.max_len,
-        batch_size=args.batch_size, precision=args.precision, device=device(args.device))
+        batch_size=args.batch_size, precision=args.precision,
+        device=inference_device(args.device, args.precision))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from transformer.cli.common import device, set_threads
+from transformer.cli.common import inference_device, set_threads
+from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.errors import InputError
 
 API_KEY_ENV = "TRANSFORMER_API_KEY"
@@ -35,9 +36,11 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key", help=f"require this key on /v1/ (default: ${API_KEY_ENV} if set)")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="allow browser calls from ORIGIN (repeatable; default: CORS off)")
-    p.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32",
-                   help="inference precision (default fp32; int8: translators' decoders with int8 "
-                   "weights, made once at start, on a CPU)")
+    p.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
+                   help="inference precision: auto (default; bf16 where this machine runs it "
+                   "natively and a probe of each model finds it faster, else fp32), fp32, bf16, "
+                   "or int8 (translators' decoders with int8 weights, made once at start, on "
+                   "the CPU; classifiers stay fp32)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--threads", type=int, help="CPU threads for PyTorch")
     p.set_defaults(handler=run)
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     set_threads(args.threads)
     served = load_served(parse_model_specs(args.model), precision=args.precision,
-                         device=device(args.device))
+                         device=inference_device(args.device, args.precision))
     settings = ServeSettings(max_wait_ms=args.batch_wait_ms, max_batch_tokens=args.batch_tokens,
                              batching=not args.no_batching, max_body_bytes=args.max_body_bytes,
                              api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,

@@ -40,8 +40,6 @@ TRANSLATION_FLAGS = (
      "share (0-1) of the budget, placed by the time left under --minutes (default: the "
      "preset's, else 0: no cool-down)", ()),
     ("--adam-eps", "adam_eps", float, "Adam epsilon (default 1e-9)", ()),
-    ("--precision", "precision", str,
-     "fp32 (default), bf16 (CPU or GPU) or fp16 (GPU, grad scaler)", ()),
     ("--log-every", "log_every", int, "updates between log lines (default 50)", ()),
     ("--bleu-sample", "bleu_sample", int,
      "validation sentences translated for BLEU (default 500, or the preset's; at least the "

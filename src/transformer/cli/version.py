@@ -1,4 +1,5 @@
-"""``transformer version``: the package and PyTorch versions."""
+"""``transformer version``: the package and PyTorch versions, and what this machine can do (the
+CPU's instruction set as PyTorch uses it, native bf16, VNNI, the int8 engine, CUDA devices)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from transformer.cli.common import add_json, emit_json
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("version", help="print the package and PyTorch versions")
+    p = sub.add_parser("version", help="print the package and PyTorch versions and the machine",
+                       description="The package and PyTorch versions and what this machine can "
+                       "do: the CPU (model, instruction set as PyTorch uses it, native bf16, VNNI, "
+                       "int8 engine) and CUDA devices. Every benchmark records the same.")
     add_json(p)
     p.set_defaults(handler=run)
 
@@ -17,10 +21,13 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from transformer import __version__
+    from transformer.hardware import detect
 
-    info = {"transformer": __version__, "torch": torch.__version__}
+    machine = detect()
+    info = {"transformer": __version__, "torch": torch.__version__, "machine": machine.to_dict()}
     if args.json:
         emit_json(info)
     else:
         print(f"transformer {info['transformer']} (torch {info['torch']})")
+        print(f"machine: {machine.summary()}")
     return 0

@@ -20,7 +20,10 @@ CLASSIFIER_CORPORA = ("nsmc", "goemotions")  # classification corpora known by n
 TOKENIZER_TYPES = ("bpe", "unigram", "char", "word")  # SentencePiece model types
 
 # training
-PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISIONS = ("fp32", "bf16", "fp16")  # what a training loop runs
+# what a training run may ask for: "auto" is resolved by transformer.precision on the machine
+TRAINING_PRECISIONS = ("auto", *PRECISIONS)
+INFERENCE_PRECISIONS = ("auto", "fp32", "bf16", "int8")  # translate, evaluate, serve
 ON_LONG = ("truncate", "filter")  # a sequence longer than max_len: cut it, or drop the example
 TRANSLATION_SCHEDULES = ("noam", "inverse_sqrt", "constant")
 CLASSIFIER_SCHEDULES = ("inverse_sqrt", "linear")

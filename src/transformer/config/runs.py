@@ -23,6 +23,7 @@ from transformer.config.choices import (
     POOLING,
     POS_WEIGHTS,
     TOKENIZER_TYPES,
+    TRAINING_PRECISIONS,
     TRANSLATION_CORPORA,
     TRANSLATION_METRICS,
     check_choice,
@@ -40,6 +41,12 @@ def _with_vocab(model: ModelConfig, vocab_size: int) -> ModelConfig:
     if model.src_vocab_size == vocab_size and model.tgt_vocab_size == vocab_size:
         return model
     return model.replace(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size)
+
+
+def _concrete(precision: str) -> str:
+    """What a loop runs for ``precision``: ``auto`` stands for fp32 until it is resolved on the
+    machine (``transformer.precision``), which every training entry point does first."""
+    return "fp32" if precision == "auto" else precision
 
 
 def _translation_model() -> ModelConfig:
@@ -130,7 +137,7 @@ class TranslationTrainConfig(_RunConfig):
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
     clip_norm: float | None = 1.0  # 0 means off, stored as None
-    precision: str = "fp32"
+    precision: str = "auto"  # auto, fp32, bf16, fp16: see transformer.precision
     # the loop
     epochs: int | None = None
     max_steps: int | None = None
@@ -172,6 +179,7 @@ class TranslationTrainConfig(_RunConfig):
         if self.average_last == 1 or self.average_last < 0:
             raise ValueError(f"average_last must be 0 (off) or at least 2, got {self.average_last}")
         check_choice("metric", self.metric, TRANSLATION_METRICS)
+        check_choice("precision", self.precision, TRAINING_PRECISIONS)
         self.schedule_for(self.model.d_model)
         self.loop_config()
 
@@ -183,14 +191,16 @@ class TranslationTrainConfig(_RunConfig):
                           scale=self.lr_scale, peak_lr=self.lr, cooldown=self.cooldown,
                           total=self.max_steps, cooldown_share=self.cooldown_share)  # validates the loop fields
 
-    def loop_config(self) -> Any:
+    def loop_config(self, precision: str | None = None) -> Any:
         """The Trainer's loop settings (a ``training.trainer.TrainConfig``); a time budget keeps
-        the final evaluation's time, and the average's, in reserve."""
+        the final evaluation's time, and the average's, in reserve. ``precision``: what runs
+        (``self.precision`` resolved on the machine when it is ``auto``)."""
         from transformer.training.trainer import TrainConfig
 
         return TrainConfig(
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
-            accumulate=self.accumulate, clip_norm=self.clip_norm, precision=self.precision,
+            accumulate=self.accumulate, clip_norm=self.clip_norm,
+            precision=_concrete(precision or self.precision),
             eval_every=self.eval_every, log_every=self.log_every, patience=self.patience,
             keep_last=self.average_last, seed=self.seed, save_every=self.save_every,
             save_minutes=self.save_minutes, max_bad_updates=self.max_bad_updates,
@@ -258,6 +268,7 @@ class ClassifierTrainConfig(_RunConfig):
     save_every: int = 0  # as in TranslationTrainConfig
     save_minutes: float | None = None
     max_bad_updates: int = 10
+    precision: str = "auto"  # auto, fp32, bf16, fp16: see transformer.precision
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig):
@@ -280,15 +291,18 @@ class ClassifierTrainConfig(_RunConfig):
             raise ValueError(f"lr must be positive, got {self.lr}")
         if self.model.max_len > self.batch_tokens:
             raise ValueError(f"batch_tokens={self.batch_tokens} is below max_len={self.model.max_len}")
+        check_choice("precision", self.precision, TRAINING_PRECISIONS)
         self.loop_config()  # validates the loop fields
 
-    def loop_config(self) -> Any:
-        """The Trainer's loop settings (a ``training.trainer.TrainConfig``)."""
+    def loop_config(self, precision: str | None = None) -> Any:
+        """The Trainer's loop settings (a ``training.trainer.TrainConfig``); ``precision`` as
+        for translation."""
         from transformer.training.trainer import TrainConfig
 
         return TrainConfig(
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
             clip_norm=self.clip_norm, eval_every=self.eval_every,
+            precision=_concrete(precision or self.precision),
             log_every=min(100, self.eval_every or 100), patience=self.patience, seed=self.seed,
             save_every=self.save_every, save_minutes=self.save_minutes,
             max_bad_updates=self.max_bad_updates,

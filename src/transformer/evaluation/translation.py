@@ -25,14 +25,16 @@ def load_translator(
     max_len_b: int | None = None,
     max_len: int | None = None,
     batch_size: int = 64,
-    precision: str = "fp32",
+    precision: str = "auto",
     device: Any = "cpu",
 ) -> tuple[Any, Any]:
     """A ``Translator`` over the model in ``model_dir`` and the ``LoadedModel`` it wraps.
 
     ``max_len_a``/``max_len_b`` default to the run's training setting (else 1.5 and 10);
-    ``precision="bf16"`` casts the weights, ``"int8"`` decodes with int8 weights made once (a
-    CPU). Bad values raise InputError naming them.
+    ``precision``: ``auto`` (bf16 where this machine runs it natively and a probe of the model
+    decodes faster in it, else fp32: :mod:`transformer.precision`), ``fp32``, ``bf16`` (casts the
+    weights) or ``int8`` (int8 weights made once, on a CPU). Bad values raise InputError naming
+    them.
     """
     from transformer.decoding.translator import DecodeOptions, Translator
     from transformer.model_dir import load_model_dir
@@ -44,10 +46,9 @@ def load_translator(
     loaded = load_model_dir(model_dir, device=device)
     if loaded.tgt_tokenizer is None:
         raise InputError(f"{model_dir} holds a classifier; use transformer classify predict")
-    if precision == "bf16":
-        import torch
+    from transformer.precision import for_inference
 
-        loaded.model.to(torch.bfloat16)
+    precision = for_inference(loaded.model, precision).precision
     training = loaded.config.get("training", {})
     source = Path(model_dir) / "config.json"
     if not isinstance(training, dict):

@@ -13,7 +13,9 @@ import math
 from dataclasses import dataclass
 
 from transformer.config import ModelConfig
+from transformer.hardware import detect_cpu
 from transformer.memory.setting import FP32
+from transformer.model.attention import spells_out_16bit
 
 
 @dataclass(frozen=True)
@@ -24,13 +26,20 @@ class ElementBytes:
     mask16: int  # dropout mask of a matmul output
     mask32: int  # dropout mask of a float32 tensor (the embeddings)
     cuda: bool
+    spelled_out: bool = False  # 16-bit attention through matmul + softmax (model/attention.py)
 
     @classmethod
-    def of(cls, precision: str, device: str) -> ElementBytes:
+    def of(cls, precision: str, device: str, *, native_bf16: bool | None = None) -> ElementBytes:
+        """``native_bf16``: the CPU's (default: this machine's), which decides how 16-bit
+        attention runs on a CPU and so what it saves."""
         act = FP32 if precision == "fp32" else 2
         cuda = device == "cuda"
+        if native_bf16 is None:
+            native_bf16 = detect_cpu().native_bf16
+        spelled_out = not cuda and act < FP32 and spells_out_16bit(native_bf16)
         # CUDA's fused dropout keeps a bool mask; the CPU keeps a mask of the input's dtype.
-        return cls(act=act, mask16=1 if cuda else act, mask32=1 if cuda else FP32, cuda=cuda)
+        return cls(act=act, mask16=1 if cuda else act, mask32=1 if cuda else FP32, cuda=cuda,
+                   spelled_out=spelled_out)
 
 
 def residual_mask(config: ModelConfig, by: ElementBytes) -> int:
@@ -56,9 +65,9 @@ def attention_bytes(
     kernel then), the weights themselves."""
     h = config.num_heads
     rows = lq if causal else 1
-    if not by.cuda and by.act < FP32:
-        # bf16/fp16 on the CPU: model/attention.py spells attention out (matmul, softmax) rather
-        # than call SDPA, so autograd keeps the softmax output and, for the product with V, the
+    if by.spelled_out:
+        # bf16/fp16 on a CPU with native bf16: model/attention.py spells attention out (matmul,
+        # softmax) rather than call SDPA, so autograd keeps the softmax output and, for the product with V, the
         # masked weights (with attention dropout: the dropout mask and the dropped weights
         # instead), plus two boolean inverted masks
         weights = batch * h * lq * lk * by.act * (3 if config.attention_dropout > 0 else 2)

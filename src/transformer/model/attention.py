@@ -14,11 +14,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-# bfloat16/float16 inputs on a CPU (bf16 autocast training) take the spelled-out matmuls: the CPU
-# flash kernel's forward + backward is 4-5x slower than matmul + softmax there (torch 2.13,
-# benchmarks/train_throughput.py). This rule is here, not in decoding/, because it sets TRAINING
-# speed; the choices that only matter for decoding steps live in transformer.decoding.kernels.
+from transformer.hardware import detect_cpu
+
+# bfloat16/float16 inputs on a CPU with native bf16 (bf16 autocast training) take the spelled-out
+# matmuls: there the CPU flash kernel's forward + backward is 4-5x slower than matmul + softmax
+# (Zen 4, torch 2.13, benchmarks/train_throughput.py). Without native bf16 the matmuls are emulated
+# and the score bmm is 22x slower than in fp32 (AVX2), so SDPA's kernel is kept. This rule is here,
+# not in decoding/, because it sets TRAINING speed; the choices that only matter for decoding steps
+# live in transformer.decoding.kernels.
 _CPU_SLOW_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def spells_out_16bit(native_bf16: bool) -> bool:
+    """Whether 16-bit attention on a CPU goes through the spelled-out matmuls (see above), for a
+    CPU with or without native bf16 (:attr:`transformer.hardware.CpuInfo.native_bf16`)."""
+    return native_bf16
 
 
 def attention(
@@ -35,15 +45,16 @@ def attention(
     Returns the output (B, H, Lq, Dh) and, when ``need_weights``, the attention weights
     (B, H, Lq, Lk) before dropout. Without weights the computation goes through
     ``F.scaled_dot_product_attention`` (fused kernels; the same equation), except for
-    bfloat16/float16 inputs on a CPU, where the spelled-out matmuls are faster; with weights it is
-    spelled out.
+    bfloat16/float16 inputs on a CPU with native bf16, where the spelled-out matmuls are faster;
+    with weights it is spelled out.
     A query whose every key is masked gets all-zero weights and a zero output (as SDPA does), so
     a row made only of padding never produces NaN. ``dropout_p`` is applied to the weights; pass
     0.0 outside training.
     """
     if mask is not None and mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
-    if not need_weights and (query.device.type != "cpu" or query.dtype not in _CPU_SLOW_DTYPES):
+    if not need_weights and (query.device.type != "cpu" or query.dtype not in _CPU_SLOW_DTYPES
+                             or not spells_out_16bit(detect_cpu().native_bf16)):
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return out, None
 

@@ -17,25 +17,28 @@ from typing import Any
 
 import torch
 
+from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.decoding.translator import DecodeOptions, Translation, Translator
 from transformer.errors import InputError
 from transformer.model_dir import LoadedModel, load_model_dir
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "bf16", "int8")
+def set_precision(loaded: LoadedModel, precision: str) -> str:
+    """Resolve ``precision`` for ``loaded`` and cast its weights (the server's one place for it);
+    returns what runs: fp32, bf16, or int8 for a translator.
 
+    ``auto`` is resolved per model (:func:`transformer.precision.for_inference`). int8 keeps the
+    float32 weights: a translator's decoder quantizes its linear layers once when it is built
+    (:class:`~transformer.decoding.fast_decoder.FastDecoder`); a classifier runs in float32."""
+    from transformer.precision import for_inference
 
-def set_precision(loaded: LoadedModel, precision: str) -> None:
-    """Cast ``loaded``'s weights for inference at ``precision`` (the server's one place for it).
-
-    int8 keeps the float32 weights: a translator's decoder quantizes its linear layers once when
-    it is built (:class:`~transformer.decoding.fast_decoder.FastDecoder`); a classifier's encoder
-    runs in float32."""
-    if precision not in PRECISIONS:
-        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision == "bf16":
-        loaded.model.to(torch.bfloat16)
+    if precision not in INFERENCE_PRECISIONS:
+        raise InputError(f"--precision must be one of {', '.join(INFERENCE_PRECISIONS)}, "
+                         f"got {precision!r}")
+    if precision == "int8" and loaded.tgt_tokenizer is None:
+        return "fp32"
+    return for_inference(loaded.model, precision).precision
 
 
 @dataclass
@@ -144,7 +147,7 @@ def parse_model_specs(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def load_served(models: Mapping[str, str], *, precision: str = "fp32",
+def load_served(models: Mapping[str, str], *, precision: str = "auto",
                 device: str | torch.device = "cpu") -> dict[str, ServedModel]:
     """Load every ``{name: run_dir}`` once; InputError (naming the directory) for a bad one."""
     from transformer.decoding.classifier import Classifier
@@ -153,16 +156,14 @@ def load_served(models: Mapping[str, str], *, precision: str = "fp32",
     for name, path in models.items():
         loaded = load_model_dir(path, device=device)
         loaded.model.eval()
-        set_precision(loaded, precision)
+        runs = set_precision(loaded, precision)
         task = loaded.config.get("task", "translation")
-        one = ServedModel(name=name, path=str(path), loaded=loaded, task=task,
-                          precision="fp32" if precision == "int8" and task == "classification"
-                          else precision)
+        one = ServedModel(name=name, path=str(path), loaded=loaded, task=task, precision=runs)
         if task == "classification":
             one.classifier = Classifier(loaded, source=str(Path(path) / "config.json"))
         else:
             try:
-                one.translator = Translator.from_loaded(loaded, precision=precision)
+                one.translator = Translator.from_loaded(loaded, precision=runs)
                 if one.translator.decoder is not None:  # packed/int8 weights now, not on a request
                     one.translator.decoder.steps()
             except ValueError as err:

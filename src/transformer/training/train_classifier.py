@@ -34,6 +34,7 @@ from transformer.data.labels import LabelVocabulary
 from transformer.errors import InputError
 from transformer.model import TransformerClassifier
 from transformer.model_dir import load_model_dir, save_model_dir
+from transformer.precision import resolve_precision
 from transformer.training.checkpoint import seed_everything
 from transformer.training.classification_task import ClassificationTask
 from transformer.training.optimizer import build_optimizer
@@ -102,6 +103,11 @@ def train_classifier(
     model = TransformerClassifier(model_cfg, num_labels=num_labels, pooling=config.pooling,
                                   multi_label=multi_label)
     model.to(device)
+    precision = resolve_precision(config.precision, model=model, device=device, training=True)
+    log.info("%s%s", precision.describe(),
+             f"; {precision.probe.describe()}" if precision.probe is not None else "")
+    if precision.warning:
+        log.warning(precision.warning)
     log.info("classifier: %d labels (%s), %s parameters, vocabulary %d", num_labels,
              "multi-label" if multi_label else "single-label", f"{model.num_parameters():,}",
              tokenizer.vocab_size)
@@ -152,6 +158,7 @@ def train_classifier(
         "labels": list(label_names),
         "thresholds": None,
         "training": config.to_dict(),
+        "precision": precision.to_dict(),
         "data": {**(data_info or {}), "recipe": recipe.to_dict() if recipe else None,
                  "sizes": {k: len(v) for k, v in splits.items()}},
     }
@@ -166,7 +173,7 @@ def train_classifier(
 
     trainer = Trainer(
         model=model, task=task, optimizer=optimizer, scheduler=scheduler, train_data=data,
-        config=config.loop_config(),
+        config=config.loop_config(precision.precision),
         run_dir=run_dir, save_best=save_best, device=device, progress=progress,
     )
     result = trainer.fit()
@@ -198,6 +205,7 @@ def train_classifier(
         "train_s": round(train_s, 1),
         "total_s": round(time.monotonic() - started, 1),
         "tokens_per_s": round(result.tokens_per_s),
+        "precision": precision.precision,
         "thresholds": info["thresholds"],
         "splits": figures,
     }

@@ -37,6 +37,7 @@ from transformer.model_dir import (
     read_config,
     save_model_dir,
 )
+from transformer.precision import resolve_precision
 from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint, seed_everything
 from transformer.training.optimizer import build_optimizer
@@ -136,6 +137,18 @@ def train_translation(
         model = build_translation_model(cfg, src_tok, tgt_tok)
     model.to(dev)
     model_cfg = model.config
+    previous = read_config(run_dir).get("precision") if resume else None
+    precision = None
+    if info.is_main:  # one probe, one choice for every rank
+        precision = resolve_precision(cfg.precision, model=model, device=dev, training=True,
+                                      previous=previous if isinstance(previous, dict) else None)
+    if info.is_distributed:
+        precision = D.broadcast_object(precision)
+    assert precision is not None
+    log.info("%s%s", precision.describe(),
+             f"; {precision.probe.describe()}" if precision.probe is not None else "")
+    if precision.warning:
+        log.warning(precision.warning)
     log.info("model: %s parameters (%s preset, d_model=%d, %d+%d layers), vocabularies %d/%d",
              f"{model.num_parameters():,}", cfg.preset, model_cfg.d_model,
              model_cfg.num_encoder_layers, model_cfg.num_decoder_layers,
@@ -172,6 +185,7 @@ def train_translation(
     stored_config = {
         "task": "translation",
         "training": cfg.to_dict(),
+        "precision": precision.to_dict(),
         "data": {"train": train.name, "valid": valid.name if valid is not None else None,
                  "train_pairs": len(encoded), "valid_pairs": len(valid) if valid is not None else 0},
         "tokenizer": {"vocab_size": cfg.vocab_size, "joint": cfg.joint, "model_type": cfg.model_type,
@@ -179,7 +193,8 @@ def train_translation(
         **(extra_config or {}),
     }
     if resume:  # keep what the first run stored (data sizes, extra sections), with the new cfg
-        stored_config = {**read_config(run_dir), "training": cfg.to_dict()}
+        stored_config = {**read_config(run_dir), "training": cfg.to_dict(),
+                         "precision": precision.to_dict()}
         stored_config.pop("model", None)
 
     def save_best(best: torch.nn.Module, evaluation: dict[str, float]) -> None:
@@ -192,14 +207,16 @@ def train_translation(
                        tgt_tokenizer=tgt_tok)
     D.barrier()
     trainer = Trainer(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
-                      train_data=data, config=cfg.loop_config(), run_dir=run_dir,
+                      train_data=data, config=cfg.loop_config(precision.precision),
+                      run_dir=run_dir,
                       save_best=save_best, device=dev, progress=progress)
     result = trainer.fit(resume=resume)
     summary = summarize(result, run_dir=run_dir, model=model, cfg=cfg, train_pairs=len(encoded))
     if cfg.average_last and info.is_main:
         summary["average"] = _try_average(cfg, trainer, result, run_dir, save_best)
     D.barrier()
-    return {**summary, "device": str(dev), "world_size": info.world_size}
+    return {**summary, "device": str(dev), "world_size": info.world_size,
+            "precision": precision.precision}
 
 
 def _try_average(cfg: TranslationTrainConfig, trainer: Trainer, result: TrainResult, run_dir: Path,
