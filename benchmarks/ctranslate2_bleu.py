@@ -6,7 +6,9 @@ greedy and beam 4), and prints BLEU, chrF, the share of hypotheses identical to 
 target tokens per second. Beam search is run without a length penalty (the two engines' penalties
 differ: ours is GNMT's ((5 + len) / 6)^a, CTranslate2's len^a) and with each engine's own penalty
 1.0. Length limit: ours is 1.5 x source + 10 per sentence (the run's setting); CTranslate2 takes one
-absolute limit per batch, the longest sentence's.
+absolute limit per batch, the longest sentence's. The ISA and the GEMM backends CTranslate2 uses
+here (its own report, CT2_VERBOSE) are printed and recorded beside the scores: int8 BLEU depends on
+them (oneDNN's int8 GEMM without VNNI saturates; CT2_USE_MKL=1 avoids it).
 
     .venv/bin/python benchmarks/ctranslate2_bleu.py --model RUN_DIR    # multi30k test_2016_flickr
 """
@@ -16,6 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +30,7 @@ import torch
 
 from machine import cpu_name  # benchmarks/machine.py
 from transformer.convert import export_ctranslate2
+from transformer.convert.ctranslate2 import onednn_int8_saturates
 from transformer.evaluation.bleu import score_translations
 from transformer.evaluation.translation import load_translator, read_test_set
 
@@ -42,6 +49,25 @@ def ct2_translate(translator, tokenizer, sources: list[str], *, beam: int, lengt
             tokens += len(ids) + 1
             hypotheses.append(tokenizer.decode(ids))
     return hypotheses, tokens
+
+
+def ct2_backends(model_dir: Path) -> dict[str, object]:
+    """What CTranslate2 reports (CT2_VERBOSE=1) on loading ``model_dir`` in a fresh process with
+    this environment: its ISA and its float32 and int8 GEMM backends; and whether that int8 GEMM
+    is oneDNN's without VNNI, which saturates (``onednn_int8_saturates``)."""
+    code = "import sys, ctranslate2; ctranslate2.Translator(sys.argv[1], device='cpu')"
+    log = subprocess.run([sys.executable, "-c", code, str(model_dir)], capture_output=True,
+                         text=True, env={**os.environ, "CT2_VERBOSE": "1"}).stderr
+
+    def reported(field: str) -> str:
+        found = re.search(rf"{field}: (\w+)", log)
+        return {"DNNL": "oneDNN"}.get(found.group(1), found.group(1)) if found else "unknown"
+
+    return {"isa": reported("Selected ISA"), "float32_gemm": reported("SGEMM backend"),
+            "int8_gemm": reported("GEMM_S8 backend"), "int8_saturates": onednn_int8_saturates(),
+            "environment": {k: os.environ[k] for k in ("CT2_USE_MKL", "CT2_FORCE_CPU_ISA",
+                                                         "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+                            if k in os.environ}}
 
 
 def main() -> None:
@@ -64,6 +90,13 @@ def main() -> None:
         export_ctranslate2(args.model, tmp / quant, quantization=None if quant == "float32" else quant)
         engines[quant] = ctranslate2.Translator(str(tmp / quant), device="cpu", intra_threads=1,
                                                 inter_threads=1)
+    backends = ct2_backends(tmp / "int8")
+    print(f"CTranslate2 {ctranslate2.__version__}: ISA {backends['isa']}, float32 GEMM "
+          f"{backends['float32_gemm']}, int8 GEMM {backends['int8_gemm']}"
+          + (" (saturates without VNNI: CT2_USE_MKL=1 avoids it)" if backends["int8_saturates"]
+             else ""), flush=True)
+    gemm = {"float32": backends["float32_gemm"], "int8": backends["int8_gemm"]
+            + (" no VNNI" if backends["int8_saturates"] else "")}
     tok = loaded.tgt_tokenizer
     rows = []
     settings = [("greedy", 1, 0.0), ("beam 4, no penalty", 4, 0.0), ("beam 4, penalty 1.0", 4, 1.0)]
@@ -74,24 +107,28 @@ def main() -> None:
         ours = [t.text for t in translator.translate(sources)]
         ours_s = time.perf_counter() - t0
         ours_tokens = sum(len(tok.encode(h)) + 1 for h in ours)
-        runs = [("ours fp32", ours, ours_s, ours_tokens)]
+        runs = [("ours fp32", ours, ours_s, ours_tokens, "PyTorch")]
         for quant, engine in engines.items():
             t0 = time.perf_counter()
             hyps, tokens = ct2_translate(engine, loaded.src_tokenizer, sources, beam=beam,
                                          length_penalty=lp)
-            runs.append((f"CTranslate2 {quant}", hyps, time.perf_counter() - t0, tokens))
-        for engine_name, hyps, seconds, tokens in runs:
+            runs.append((f"CTranslate2 {quant}", hyps, time.perf_counter() - t0, tokens,
+                         f"{backends['isa']} {gemm[quant]}"))
+        for engine_name, hyps, seconds, tokens, backend in runs:
             scores = score_translations(hyps, references)
-            rows.append({"decoding": label, "engine": engine_name, "bleu": round(scores.bleu, 2),
+            rows.append({"decoding": label, "engine": engine_name, "backend": backend,
+                         "bleu": round(scores.bleu, 2),
                          "chrf": round(scores.chrf, 2),
                          "same_as_ours": round(sum(a == b for a, b in zip(hyps, ours, strict=True)) / len(ours), 4),
                          "seconds": round(seconds, 2), "tokens_per_s": round(tokens / seconds, 1)})
             r = rows[-1]
-            print(f"{label:22s} {engine_name:20s} BLEU {r['bleu']:6.2f}  chrF {r['chrf']:6.2f}  "
+            print(f"{label:22s} {engine_name:20s} {backend:19s} BLEU {r['bleu']:6.2f}  "
+                  f"chrF {r['chrf']:6.2f}  "
                   f"same {r['same_as_ours']:6.1%}  {r['seconds']:7.2f} s  {r['tokens_per_s']:8.1f} tok/s",
                   flush=True)
     out = {"model": args.model, "test_set": name, "sentences": len(sources), "threads": 1,
-           "cpu": cpu_name(), "ctranslate2": ctranslate2.__version__, "rows": rows}
+           "cpu": cpu_name(), "ctranslate2": ctranslate2.__version__, "ctranslate2_cpu": backends,
+           "rows": rows}
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.output}")

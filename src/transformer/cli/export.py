@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from transformer.cli.common import add_json, emit_json
+
+log = logging.getLogger("transformer")
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +20,8 @@ def add(sub: argparse._SubParsersAction) -> None:
         "ctranslate2", help="a CTranslate2 directory (model.bin and vocabularies)",
         description="Write the model through CTranslate2's own TransformerSpec: the directory "
         "loads with ctranslate2.Translator(DIR) and decodes as ours does (the same greedy output; "
-        "see the README for beam search). --quantization int8 stores int8 weights.",
+        "see the README for beam search). --quantization int8 stores int8 weights; on a CPU without "
+        "VNNI it warns that CTranslate2 decodes them accurately only with CT2_USE_MKL=1.",
     )
     c.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory (ours)")
     c.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")
@@ -38,9 +42,12 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run_ctranslate2(args: argparse.Namespace) -> int:
-    from transformer.convert.ctranslate2 import export_ctranslate2
+    from transformer.convert.ctranslate2 import export_ctranslate2, int8_decoding_caveat
 
     out = export_ctranslate2(args.model, args.out, quantization=args.quantization)
+    caveat = int8_decoding_caveat(args.quantization)
+    if caveat:
+        log.warning(caveat)
     summary = {"format": "ctranslate2", "out": str(out),
                "quantization": args.quantization or "float32"}
     if args.json:

@@ -16,12 +16,15 @@ vocabularies. The mapping from our modules:
 
 The position table is written out, not left to CTranslate2: its built-in table puts all sines
 before all cosines, while the paper interleaves them (section 3.5).
+
+An int8 model is only as exact as the int8 GEMM that decodes it: see :func:`int8_decoding_caveat`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import platform
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +34,59 @@ from torch import nn
 
 from transformer.convert.output import write_new_dir
 from transformer.errors import InputError
+from transformer.hardware import VNNI_FLAGS, cpu_flags
 from transformer.model.transformer import Transformer
 
 # our activation name -> CTranslate2's Activation member name
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16",
                  "int8_bfloat16")
+# ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) values that leave oneDNN without VNNI instructions
+ONEDNN_ISAS_WITHOUT_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
+INT8_CAVEAT = ("int8 CTranslate2 models decoded on this CPU lose accuracy: CTranslate2's default "
+               "int8 GEMM here, oneDNN's u8s8 kernel, saturates without VNNI; set CT2_USE_MKL=1 "
+               "when decoding to avoid it")
+
+
+def _cpu_vendor() -> str:
+    """The x86 vendor string of /proc/cpuinfo ("GenuineIntel", "AuthenticAMD"), or ""."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "vendor_id":
+                return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
+def onednn_int8_saturates(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether CTranslate2, decoding an int8 model on this CPU under ``environ`` (default: this
+    process's), runs oneDNN's u8s8 GEMM without VNNI, whose 16-bit pair sums saturate.
+
+    CTranslate2 uses Intel MKL on GenuineIntel CPUs and oneDNN elsewhere unless ``CT2_USE_MKL``
+    says otherwise; oneDNN picks its kernel from the CPU's flags, capped by ``ONEDNN_MAX_CPU_ISA``.
+    ``CT2_FORCE_CPU_ISA`` does not count: it selects CTranslate2's own kernels, not oneDNN's
+    (forcing AVX2 on an AVX512-VNNI machine leaves the int8 error as it was). A CPU this cannot
+    read (no /proc/cpuinfo) counts as fine.
+    """
+    env = os.environ if environ is None else environ
+    vendor = _cpu_vendor()
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86") or not vendor:
+        return False
+    use_mkl = env.get("CT2_USE_MKL", "").strip().lower()
+    if use_mkl in ("1", "true", "yes", "on") or (not use_mkl and vendor == "GenuineIntel"):
+        return False
+    cap = (env.get("ONEDNN_MAX_CPU_ISA") or env.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
+    return cap in ONEDNN_ISAS_WITHOUT_VNNI or not any(f in cpu_flags() for f in VNNI_FLAGS)
+
+
+def int8_decoding_caveat(quantization: str | None) -> str | None:
+    """One line on why an export quantized as ``quantization`` decodes less exactly on this CPU
+    than its int8 rounding alone explains (:func:`onednn_int8_saturates`), or None."""
+    if quantization is None or not quantization.startswith("int8"):
+        return None
+    return INT8_CAVEAT if onednn_int8_saturates() else None
 
 
 def _require_ctranslate2() -> Any:
