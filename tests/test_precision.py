@@ -109,6 +109,7 @@ def tiny() -> Transformer:
                                    max_len=40))
 
 
+@pytest.mark.real_probe
 def test_probe_leaves_the_model_and_random_streams_alone():
     model = tiny()
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -124,12 +125,14 @@ def test_probe_leaves_the_model_and_random_streams_alone():
     assert 256 <= probe.tokens <= 4096
 
 
+@pytest.mark.real_probe
 def test_decoding_probe_times_decoding():
     choice = resolve_precision("bf16", model=tiny().eval(), device="cpu", training=False)
     assert choice.probe is not None and not choice.probe.backward
     assert choice.probe.tokens == 16 * 8  # sentences x steps
 
 
+@pytest.mark.real_probe
 def test_probe_layer_stops_repeating_past_its_time(monkeypatch):
     """With a clock where each pass takes a second, the probe takes one measured pair only."""
     ticks = iter(range(0, 10_000))
@@ -190,3 +193,4 @@ def test_memory_estimate_follows_the_attention_rule(native):
     assert (saved >= 2 * weights) is native  # the spelled-out path keeps the weights
     assert not ElementBytes.of("bf16", "cuda", native_bf16=True).spelled_out
     assert not ElementBytes.of("fp32", "cpu", native_bf16=True).spelled_out
+

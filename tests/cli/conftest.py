@@ -82,7 +82,10 @@ def copy_run(trained_run, tmp_path):
 
 TINY = ["--preset", "tiny", "--d-model", "16", "--d-ff", "32", "--num-heads", "2", "--layers", "1",
         "--vocab-size", "60", "--no-byte-fallback", "--max-tokens", "256", "--bleu-sample", "8",
-        "--threads", "1", "--no-progress"]
+        "--threads", "1", "--no-progress",
+        # pinned: auto's probe may choose differently from one process to the next, and these
+        # tests compare runs bit for bit (tests/test_precision.py tests auto)
+        "--precision", "fp32"]
 
 
 def _tok(run_dir: Path):
