@@ -63,10 +63,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from machine import cpu_name  # benchmarks/machine.py
+from machine import cpu_name, describe  # benchmarks/machine.py
 from transformer import ModelConfig, Transformer
 from transformer.decoding import FastDecoder, beam_search, greedy_decode
 from transformer.decoding.packing import can_pack
+from transformer.decoding.thresholds import MEASURED, decoding_thresholds
 
 RESULTS = Path(__file__).resolve().parent / "results" / "decoding.json"
 ENGINES_RESULTS = RESULTS.with_name("decoding_engines.json")
@@ -192,8 +193,9 @@ def engine_runs(ours, theirs, translators: dict, decoders: dict, batches: list[t
     kw = dict(bos_id=BOS, eos_id=EOS, max_len=length, min_len=length)
     index = {piece: i for i, piece in enumerate(vocabulary)}
 
-    def ours_fn(precision: str) -> Callable[[], list]:
-        decoder = decoders[precision]
+    def ours_fn(key: str) -> Callable[[], list]:
+        decoder = decoders[key]
+        precision = key.split()[0]  # "fp32", "int8", "fp32 (AVX512 thresholds)", ...
 
         def run() -> list:
             out = []
@@ -234,6 +236,7 @@ def engine_runs(ours, theirs, translators: dict, decoders: dict, batches: list[t
     fns = {"ours fp32": ours_fn("fp32"), **{k: ct2_fn(t) for k, t in translators.items()}}
     if "int8" in decoders:
         fns["ours int8"] = ours_fn("int8")
+    fns.update({f"ours {key}": ours_fn(key) for key in decoders if " " in key})
     if theirs is not None:
         fns["HF fp32"] = hf_fn
     return fns
@@ -259,6 +262,10 @@ def engines_suite(args: argparse.Namespace) -> dict:
         ours, theirs = build_models(vocab=args.vocab, hf=not args.no_hf, **shape)
         translators = ct2_translators(ours, vocabulary, Path(tempfile.mkdtemp()))
         decoders = {"fp32": FastDecoder(ours), "int8": FastDecoder(ours, precision="int8")}
+        for kind in args.compare_thresholds:  # the same, with another kind of CPU's crossovers
+            for precision in ("fp32", "int8"):
+                decoders[f"{precision} ({kind} thresholds)"] = FastDecoder(
+                    ours, precision=precision, thresholds=MEASURED[kind])
         for batch in args.batches:
             count = 1 if batch > 1 else args.single_sentences
             batches = [random_sources(batch=batch, src_len=args.src_len, vocab=args.vocab, seed=s)
@@ -286,9 +293,15 @@ def engines_suite(args: argparse.Namespace) -> dict:
                                              for k in best}}
                 row.update({r: round(tps[a] / tps[b], 2) for r, (a, b) in RATIOS.items()
                             if a in tps and b in tps})
+                for kind in args.compare_thresholds:  # >1: this machine's crossovers are faster
+                    for precision in ("fp32", "int8"):
+                        other = tps[f"ours {precision} ({kind} thresholds)"]
+                        row[f"ours/ours with {kind} thresholds {precision}"] = round(
+                            tps[f"ours {precision}"] / other, 3)
                 rows.append(row)
                 print_engine_row(row, header=len(rows) == 1)
     return {"suite": "engines", "ctranslate2": ctranslate2.__version__, "length": args.length,
+            "compared_thresholds": {k: MEASURED[k].to_dict() for k in args.compare_thresholds},
             "single_sentences": args.single_sentences, "rows": rows}
 
 
@@ -300,7 +313,8 @@ def print_engine_row(row: dict, *, header: bool) -> None:
     tps = row["tokens_per_s"]
     cells = " ".join(f"{tps[e]:10.0f}" if e in tps else f"{'-':>10}" for e in ENGINES)
     ratios = " ".join(f"{row[r]:14.2f}" if r in row else f"{'-':>14}" for r in RATIOS)
-    print(f"{row['shape']:24} {row['batch']:5d} {row['method']:7} {cells} {ratios}", flush=True)
+    compared = "".join(f"  {k}: {v:.3f}" for k, v in row.items() if k.startswith("ours/ours with "))
+    print(f"{row['shape']:24} {row['batch']:5d} {row['method']:7} {cells} {ratios}{compared}", flush=True)
 
 
 # --- the profile suite ------------------------------------------------------------------------
@@ -448,7 +462,68 @@ def kernels_suite(args: argparse.Namespace) -> dict:
                 print(f"{'weight':>10} {'rows':>4} " + " ".join(f"{k:>9}" for k in kernels) + "  fastest")
             print(f"{row['weight']:>10} {r:4d} " + " ".join(f"{v:9.1f}" for v in us.values())
                   + f"  {row['fastest']}", flush=True)
-    return {"suite": "kernels", "unit": "microseconds per call", "rows": rows}
+    return {"suite": "kernels", "unit": "microseconds per call", "rows": rows,
+            "attention": attention_kernels(args, micro), "argmax": argmax_kernels(args, micro)}
+
+
+ATTENTION_ROWS = (4, 8, 16, 24, 32, 48, 80)
+ATTENTION_KEYS = (16, 32, 64, 100)
+
+
+def attention_kernels(args: argparse.Namespace, micro: Callable) -> list[dict]:
+    """One query a row against L keys (a cached step's self- or cross-attention): SDPA's fused
+    kernel against the spelled-out matmuls (``transformer.decoding.kernels.step_attention``'s
+    ``CPU_SINGLE_QUERY_ROWS``/``_KEYS`` crossover), per head dimension of the two models."""
+    from transformer.model.attention import attention
+
+    rows = []
+    heads_dims = sorted({(s["heads"], s["d_model"] // s["heads"]) for s in args.shapes.values()})
+    print(f"\n{'heads x Dh':>10} {'rows':>4} {'keys':>4} {'SDPA':>9} {'spelled':>9}  fastest")
+    for heads, dh in heads_dims:
+        for r in ATTENTION_ROWS:
+            for keys in ATTENTION_KEYS:
+                q = torch.randn(r, heads, 1, dh)
+                k, v = torch.randn(r, heads, keys, dh), torch.randn(r, heads, keys, dh)
+                kernels = {"SDPA": lambda q, k=k, v=v: attention(q, k, v)[0],
+                           "spelled": lambda q, k=k, v=v: attention(q, k, v, need_weights=True)[0]}
+                with torch.inference_mode():
+                    us = {name: micro(fn, q) for name, fn in kernels.items()}
+                row = {"heads": heads, "head_dim": dh, "rows": r, "keys": keys,
+                       "us": {n: round(t, 1) for n, t in us.items()}, "fastest": min(us, key=us.get)}
+                rows.append(row)
+                print(f"{f'{heads}x{dh}':>10} {r:4d} {keys:4d} {us['SDPA']:9.1f} {us['spelled']:9.1f}"
+                      f"  {row['fastest']}", flush=True)
+    return rows
+
+
+def argmax_kernels(args: argparse.Namespace, micro: Callable) -> list[dict]:
+    """The best token of R rows of V scores: PyTorch's argmax against the two rounds over chunks
+    of ``transformer.decoding.common.argmax_rows`` (its ``ARGMAX_MIN_SCORES`` crossover)."""
+    from transformer.decoding.common import vocabulary_chunk
+
+    chunk = vocabulary_chunk(args.vocab)
+    rows = []
+    if chunk is None:
+        return rows
+    print(f"\n{'vocab':>10} {'rows':>4} {'argmax':>9} {'chunked':>9}  fastest")
+    for r in (1, 2, 3, 4, 6, 8, 16, 80):
+        scores = torch.randn(r, args.vocab)
+
+        def chunked(s: torch.Tensor, r: int = r) -> torch.Tensor:  # argmax_rows's two rounds
+            chunks = s.view(r, -1, chunk)  # (R, M, chunk)
+            best = chunks.amax(dim=-1).argmax(dim=-1)
+            within = chunks.gather(1, best[:, None, None].expand(r, 1, chunk)).squeeze(1).argmax(-1)
+            return best * chunk + within
+
+        kernels = {"argmax": functools.partial(torch.argmax, dim=-1), "chunked": chunked}
+        with torch.inference_mode():
+            us = {name: micro(fn, scores) for name, fn in kernels.items()}
+        row = {"vocab": args.vocab, "rows": r, "us": {n: round(t, 1) for n, t in us.items()},
+               "fastest": min(us, key=us.get)}
+        rows.append(row)
+        print(f"{args.vocab:>10} {r:4d} {us['argmax']:9.1f} {us['chunked']:9.1f}  {row['fastest']}",
+              flush=True)
+    return rows
 
 
 def main() -> int:
@@ -477,6 +552,9 @@ def main() -> int:
                         help="repeats of the runs without cache (0: skip them)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face transformers")
+    parser.add_argument("--compare-thresholds", nargs="*", default=[], choices=sorted(MEASURED),
+                        help="engines: also time ours with these CPU kinds' decoding crossovers "
+                        "(transformer.decoding.thresholds), side by side with this machine's")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="cache suite: weights of both models (default fp32; bf16: both cast)")
     parser.add_argument("--output", type=Path, default=None,
@@ -510,7 +588,9 @@ def main() -> int:
             "python": platform.python_version(),
             "torch": torch.__version__,
             "transformers": _transformers_version(),
+            "hardware": describe(),
         },
+        "thresholds": decoding_thresholds().to_dict(),
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from pathlib import Path
+from typing import Any
+
+# Environment variables that lower what the libraries use of the CPU (an AVX-512 machine made to
+# behave as an AVX2 one): recorded with every figure, since they change it.
+ISA_ENVIRONMENT = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+                   "MKL_ENABLE_INSTRUCTIONS", "CT2_FORCE_CPU_ISA", "OMP_NUM_THREADS")
 
 
 def cpu_name() -> str:
@@ -15,3 +22,14 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def describe() -> dict[str, Any]:
+    """The machine for a result's JSON: the CPU's model name, what PyTorch makes of it
+    (``transformer.hardware.detect().to_dict()``: ATen capability, flags, native bf16, VNNI, int8
+    engine, CUDA devices), and any of :data:`ISA_ENVIRONMENT` that is set."""
+    from transformer import hardware
+
+    machine = hardware.detect()
+    return {"cpu_name": cpu_name(), "summary": machine.summary(), **machine.to_dict(),
+            "isa_environment": {k: os.environ[k] for k in ISA_ENVIRONMENT if k in os.environ}}

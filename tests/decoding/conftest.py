@@ -3,12 +3,14 @@ so that its outputs stop at EOS at different lengths (a random model rarely emit
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
 import torch
 
 from transformer import ModelConfig, Transformer
+from transformer.decoding.thresholds import DecodingThresholds
 
 PAD, BOS, EOS = 0, 2, 3
 VOCAB = 16  # ids 4 .. 15 are words
@@ -77,13 +79,25 @@ def random_model() -> Callable[..., Transformer]:
 
 
 @pytest.fixture
-def fast_kernels_from_one_row(monkeypatch):
+def use_thresholds(monkeypatch) -> Callable[..., DecodingThresholds]:
+    """``use_thresholds(**changes)``: this machine's decoding crossovers with ``changes`` (and
+    those of earlier calls in the test), made what every decoder and kernel of the test takes by
+    default; returns them."""
+    from transformer.decoding import thresholds
+
+    def use(**changes: int) -> DecodingThresholds:
+        chosen = dataclasses.replace(thresholds.decoding_thresholds(), **changes)
+        monkeypatch.setattr(thresholds, "decoding_thresholds", lambda: chosen)
+        return chosen
+
+    return use
+
+
+@pytest.fixture
+def fast_kernels_from_one_row(use_thresholds):
     """The packed and int8 products for every row count and weight size (tiny models and batches
     would otherwise take plain ``F.linear``), so tests exercise them."""
-    import transformer.decoding.packing as packing
-
-    for name in ("PACK_MIN_WORK", "PACK_MIN_ROWS_BIG", "INT8_MIN_WORK"):
-        monkeypatch.setattr(packing, name, 1)
+    use_thresholds(pack_min_work=1, pack_min_work_big=1, pack_min_rows_big=1, int8_min_work=1)
 
 
 @pytest.fixture(scope="session")

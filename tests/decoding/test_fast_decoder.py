@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer.decoding import FastDecoder, beam_search, fast_decoder, greedy_decode
+from transformer.decoding import FastDecoder, beam_search, greedy_decode
 from transformer.decoding.fast_decoder import decoder_for
 from transformer.decoding.slot_cache import SlotCache
 from transformer.decoding.step_cache import StepCache
@@ -20,14 +20,15 @@ PAD, BOS, EOS = 0, 2, 3
 # The fast path's two arrangements, each forced for a whole search: for many rows (cross-attention
 # through the projected memory, beams' caches as slot tables) and for few (projections folded into
 # the memory, one cache row per beam).
-ARRANGEMENTS = {"many rows": (0, 0), "few rows": (1_000, 1_000)}  # FOLD_MAX_SENTENCES, FLAT_CACHE_MAX_ROWS
+ARRANGEMENTS = {  # DecodingThresholds fields
+    "many rows": dict(fold_max_sentences=0, flat_cache_max_rows=0),
+    "few rows": dict(fold_max_sentences=1_000, flat_cache_max_rows=1_000, single_query_rows=1_001),
+}
 
 
 @pytest.fixture(params=list(ARRANGEMENTS))
-def arrangement(request, monkeypatch) -> str:
-    fold, flat = ARRANGEMENTS[request.param]
-    monkeypatch.setattr(fast_decoder, "FOLD_MAX_SENTENCES", fold)
-    monkeypatch.setattr(fast_decoder, "FLAT_CACHE_MAX_ROWS", flat)
+def arrangement(request, use_thresholds) -> str:
+    use_thresholds(**ARRANGEMENTS[request.param])
     return request.param
 
 
@@ -144,7 +145,13 @@ def test_under_autocast_the_fast_step_equals_the_cached_model(random_model, dist
 
 def test_step_caches_are_read_by_sdpa():
     """A StepCache's keys are strided views that SDPA reads in place; the spelled-out attention
-    (taken from CPU_SINGLE_QUERY_ROWS rows) would copy them every step."""
-    from transformer.decoding import kernels
+    (taken from single_query_rows rows) would copy them every step: every CPU kind's table keeps
+    StepCaches below it, and a table that does not is refused."""
+    import dataclasses
 
-    assert fast_decoder.FLAT_CACHE_MAX_ROWS < kernels.CPU_SINGLE_QUERY_ROWS
+    from transformer.decoding import thresholds
+
+    for table in (*thresholds.MEASURED.values(), thresholds.DEFAULT):
+        assert table.flat_cache_max_rows < table.single_query_rows
+    with pytest.raises(ValueError, match="flat_cache_max_rows"):
+        dataclasses.replace(thresholds.DEFAULT, flat_cache_max_rows=thresholds.DEFAULT.single_query_rows)

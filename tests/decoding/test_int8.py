@@ -18,7 +18,7 @@ from torch import nn
 from transformer.decoding import FastDecoder, beam_search, greedy_decode
 from transformer.decoding.packing import int8_engine, step_linear
 
-pytestmark = [pytest.mark.skipif(int8_engine() is None, reason="no x86/fbgemm quantized engine"),
+pytestmark = [pytest.mark.skipif(int8_engine() is None, reason="no quantized engine for this CPU"),
               pytest.mark.usefixtures("fast_kernels_from_one_row")]  # int8 at every size
 BOS, EOS = 2, 3
 
@@ -88,16 +88,15 @@ def test_int8_is_refused_where_it_cannot_run(copy_model, sources):
         FastDecoder(copy.deepcopy(copy_model).to(torch.bfloat16), precision="int8")
 
 
-def test_int8_where_it_pays_plain_float32_elsewhere(monkeypatch):
-    """By rows: a small weight takes int8 from INT8_MIN_WORK / its elements rows (float32 below,
-    equal to F.linear up to rounding), a weight of BIG_WEIGHT elements or more at every row count."""
+def test_int8_where_it_pays_plain_float32_elsewhere(monkeypatch, use_thresholds):
+    """By rows: a small weight takes int8 from int8_min_work / its elements rows (float32 below,
+    equal to F.linear up to rounding), a weight of big_weight elements or more at every row count."""
     import transformer.decoding.packing as packing
 
     calls = []
     original = packing._int8_linear
     monkeypatch.setattr(packing, "_int8_linear", lambda *a: calls.append(1) or original(*a))
-    monkeypatch.setattr(packing, "INT8_MIN_WORK", 4 * 64 * 100 - 10)  # 4 rows of the small one
-    monkeypatch.setattr(packing, "BIG_WEIGHT", 64 * 200)
+    use_thresholds(int8_min_work=4 * 64 * 100 - 10, big_weight=64 * 200)  # 4 rows of the small one
     torch.manual_seed(0)
     small, large = nn.Linear(64, 100), nn.Linear(64, 200)
     with torch.inference_mode():
@@ -109,3 +108,49 @@ def test_int8_where_it_pays_plain_float32_elsewhere(monkeypatch):
             assert bool(calls) == int8, (layer, rows)
             if not int8:
                 torch.testing.assert_close(got, layer(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture
+def arm_engine(monkeypatch):
+    """This machine described as an ARM one (NEON, qnnpack only), as int8 decoding sees it; the
+    quantized engine in force is put back after."""
+    from transformer import hardware
+
+    if "qnnpack" not in torch.backends.quantized.supported_engines:
+        pytest.skip("this PyTorch build has no qnnpack")
+    arm = hardware.CpuInfo(arch="aarch64", model="test ARM", capability="NEON", flags=("asimd",),
+                           mkldnn_bf16=False, quantized_engines=("qnnpack",))
+    monkeypatch.setattr(hardware, "detect_cpu", lambda: arm)
+    monkeypatch.setattr(torch.backends.quantized, "engine", torch.backends.quantized.engine)
+    assert int8_engine() == "qnnpack"
+
+
+@pytest.mark.usefixtures("arm_engine")
+@pytest.mark.parametrize("rows", [1, 16])
+def test_int8_on_qnnpack_is_close_to_float32(rows):
+    """The ARM path: qnnpack takes the same per-row symmetric int8 weights, with 8-bit
+    activations (it ignores reduce_range); the same tolerance as fbgemm's."""
+    from transformer.decoding.packing import int8_linear_weight
+
+    torch.manual_seed(0)
+    layer = nn.Linear(64, 200)
+    weight = int8_linear_weight(layer)
+    assert (weight.engine, weight.reduce_range) == ("qnnpack", False)
+    x = torch.randn(rows, 64)
+    exact = layer(x)
+    got = step_linear(layer, pack=False, int8=True)(x)
+    assert (got - exact).abs().max() <= 0.02 * exact.abs().max()
+    assert not torch.equal(got, exact)
+
+
+@pytest.mark.usefixtures("arm_engine")
+def test_int8_decoding_on_qnnpack_mostly_equals_float32(copy_model, sources):
+    src = sources(7, 40, min_len=2)
+    decoder = FastDecoder(copy_model, precision="int8")
+    for decode in (greedy_decode, beam_search):
+        full = decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=12)
+        int8 = decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=12, precision="int8",
+                      decoder=decoder)
+        same = sum(a == b for a, b in zip(full, int8, strict=True))
+        assert same >= 0.8 * len(src), f"{decode.__name__}: {same} of {len(src)} equal"
+    assert torch.backends.quantized.engine == "qnnpack"  # what the weights were packed for

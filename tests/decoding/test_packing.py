@@ -33,22 +33,23 @@ def test_packed_linear_equals_f_linear(shape, fast_kernels_from_one_row):
 
 
 @needs_onednn
-def test_packed_only_from_enough_rows(monkeypatch):
-    """oneDNN's packed product from PACK_MIN_WORK / weight elements rows (at least
-    PACK_MIN_ROWS_BIG for a big weight), a plain product below: the call that is faster at each size."""
+def test_packed_only_from_enough_rows(monkeypatch, use_thresholds):
+    """oneDNN's packed product from pack_min_work / weight elements rows (for a big weight
+    pack_min_work_big / its elements, at least pack_min_rows_big), a plain product below: the call
+    that is faster at each size."""
     import transformer.decoding.packing as packing
 
     calls = []
     original = packing._packed_linear
     monkeypatch.setattr(packing, "_packed_linear", lambda *a: calls.append(1) or original(*a))
-    monkeypatch.setattr(packing, "PACK_MIN_WORK", 8 * 24 * 20)  # 8 rows of the small weight
-    monkeypatch.setattr(packing, "PACK_MIN_ROWS_BIG", 2)
-    monkeypatch.setattr(packing, "BIG_WEIGHT", 24 * 40)
+    use_thresholds(pack_min_work=8 * 24 * 20,  # 8 rows of the small weight
+                   pack_min_work_big=3 * 24 * 40,  # 3 rows of the large one
+                   pack_min_rows_big=2, big_weight=24 * 40)
     small, large, larger = nn.Linear(24, 20), nn.Linear(24, 40), nn.Linear(24, 400)
     with torch.inference_mode():
         for layer, rows, packed in ((small, 1, False), (small, 7, False), (small, 8, True),
-                                    (large, 3, False), (large, 4, True),  # 4 rows of work
-                                    (larger, 1, False), (larger, 2, True)):  # PACK_MIN_ROWS_BIG
+                                    (large, 2, False), (large, 3, True),  # 3 rows of work
+                                    (larger, 1, False), (larger, 2, True)):  # pack_min_rows_big
             calls.clear()
             x = torch.randn(rows, 1, 24)
             torch.testing.assert_close(step_linear(layer, pack=True)(x), layer(x))
@@ -56,8 +57,8 @@ def test_packed_only_from_enough_rows(monkeypatch):
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 24), (3, 1, 24), (2, 24), (6, 1, 24)])
-def test_few_rows_take_one_addmm_on_the_weight_transposed_once(shape, monkeypatch):
-    """Below the packed product's rows, a float32 step multiplies a weight of BIG_WEIGHT elements
+def test_few_rows_take_one_addmm_on_the_weight_transposed_once(shape, monkeypatch, use_thresholds):
+    """Below the packed product's rows, a float32 step multiplies a weight of big_weight elements
     or more by a row-major copy of its transpose (one addmm, or mm without a bias), a smaller one
     with F.linear (F.linear's result up to rounding); int8 takes no float32 copies."""
     import transformer.decoding.packing as packing
@@ -65,9 +66,8 @@ def test_few_rows_take_one_addmm_on_the_weight_transposed_once(shape, monkeypatc
     calls = []
     original = packing._transposed_linear
     monkeypatch.setattr(packing, "_transposed_linear", lambda *a: calls.append(1) or original(*a))
-    monkeypatch.setattr(packing, "BIG_WEIGHT", 24 * 40)
-    monkeypatch.setattr(packing, "PACK_MIN_ROWS_BIG", 4)  # packed from 4 rows
-    monkeypatch.setattr(packing, "PACK_MIN_WORK", 1)
+    use_thresholds(big_weight=24 * 40, pack_min_rows_big=4, pack_min_work=1,  # packed from 4 rows
+                   pack_min_work_big=1)
     torch.manual_seed(0)
     x = torch.randn(*shape)
     with torch.inference_mode():
@@ -102,10 +102,7 @@ def test_a_decoder_packs_once_across_decoding_calls_and_again_when_a_weight_chan
     if products == "packed":
         request.getfixturevalue("fast_kernels_from_one_row")
     else:  # the tiny batch takes the transposed copies, made as often
-        import transformer.decoding.packing as packing
-
-        request.getfixturevalue("monkeypatch").setattr(packing, "BIG_WEIGHT", 1)
-        request.getfixturevalue("monkeypatch").setattr(packing, "PACK_MIN_ROWS_BIG", 10**9)
+        request.getfixturevalue("use_thresholds")(big_weight=1, pack_min_rows_big=10**9)
     model = random_model(3)
     src = sources(3, 4)
     kw = dict(bos_id=BOS, eos_id=EOS, max_len=6)

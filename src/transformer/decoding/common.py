@@ -14,6 +14,7 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
+from transformer.decoding import thresholds as _thresholds
 from transformer.model.kv_cache import DecoderCache
 
 
@@ -148,19 +149,18 @@ def vocabulary_chunk(vocab_size: int) -> int | None:
     return min(divisors, key=lambda d: (-min(d & -d, 32), abs(d - 160))) if divisors else None
 
 
-# From this many scores (rows x vocabulary) the best token of each row is found in two rounds:
-# PyTorch's CPU argmax goes element by element (72 us for 16 rows of 8000) while a max over
-# chunks is vectorised (22 us); at one row of 8000 the plain argmax is faster (5.5 against 9.6).
-ARGMAX_MIN_SCORES = 3 << 13
-
-
-def argmax_rows(scores: Tensor, chunk: int | None) -> Tensor:
+def argmax_rows(scores: Tensor, chunk: int | None, *, min_scores: int | None = None) -> Tensor:
     """``scores.argmax(dim=-1)`` of ``scores`` (R, V), the first maximum of each row, in two rounds
-    when there are enough scores and ``chunk`` (from :func:`vocabulary_chunk`) divides V: the
-    chunk holding a row's first maximum is the first chunk whose maximum is that row's maximum,
-    and within it the first maximum is the row's."""
+    when there are at least ``min_scores`` scores (None: this machine's ``argmax_min_scores``,
+    :mod:`transformer.decoding.thresholds`) and ``chunk`` (from :func:`vocabulary_chunk`) divides
+    V: the chunk holding a row's first maximum is the first chunk whose maximum is that row's
+    maximum, and within it the first maximum is the row's. Two rounds pay from a few rows:
+    PyTorch's CPU argmax goes element by element (Zen 4: 72 us for 16 rows of 8000) while a max
+    over chunks is vectorised (22 us); at one row of 8000 the plain argmax is faster."""
     rows, v = scores.shape
-    if chunk is None or rows * v < ARGMAX_MIN_SCORES:
+    if min_scores is None:
+        min_scores = _thresholds.decoding_thresholds().argmax_min_scores
+    if chunk is None or rows * v < min_scores:
         return scores.argmax(dim=-1)
     chunks = scores.view(rows, v // chunk, chunk)  # (R, M, chunk)
     best = chunks.amax(dim=-1).argmax(dim=-1)  # (R,): the chunk of each row's first maximum

@@ -41,9 +41,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer.decoding import thresholds as _thresholds
 from transformer.decoding.fast_encoder import EncoderLayerStep, encoder_steps, fast_encode
 from transformer.decoding.folded_cross import (
-    FOLD_MAX_SENTENCES,
     FoldedMemory,
     FoldedWeights,
     fold_memory,
@@ -60,6 +60,7 @@ from transformer.decoding.packing import can_pack, int8_engine
 from transformer.decoding.packing import step_linear as _step_linear
 from transformer.decoding.slot_cache import Selection, SlotCache, reorder
 from transformer.decoding.step_cache import StepCache
+from transformer.decoding.thresholds import DecodingThresholds
 from transformer.model import Transformer
 from transformer.model.decoder import DecoderLayer
 from transformer.model.kv_cache import KVCache
@@ -67,14 +68,14 @@ from transformer.model.masks import padding_mask
 
 TensorFn = Callable[[Tensor], Tensor]  # (..., in) -> (..., out): a linear layer or a layer norm
 
-# Up to this many rows (sentences x beams) the self-attention caches are StepCaches: one copy a
-# step appends a position, SDPA reads the keys where they lie, and beam search copies the chosen
-# beams' rows (one call a layer) instead of keeping slot tables (several calls a layer); 1.1-1.2x
-# at 5 and 20 rows. More rows: KVCaches (whose head-major keys the spelled-out attention of
-# kernels.step_attention reads without a copy, from CPU_SINGLE_QUERY_ROWS rows), and SlotCaches
-# for beams, which copy nothing when beams are chosen (benchmarks/decoding.py). Below
-# CPU_SINGLE_QUERY_ROWS, so that a StepCache is always read by SDPA.
-FLAT_CACHE_MAX_ROWS = 24
+# Up to ``flat_cache_max_rows`` rows (sentences x beams; transformer.decoding.thresholds) the
+# self-attention caches are StepCaches: one copy a step appends a position, SDPA reads the keys
+# where they lie, and beam search copies the chosen beams' rows (one call a layer) instead of
+# keeping slot tables (several calls a layer); 1.1-1.2x at 5 and 20 rows on Zen 4. More rows:
+# KVCaches (whose head-major keys the spelled-out attention of kernels.step_attention reads
+# without a copy, from ``single_query_rows`` rows), and SlotCaches for beams, which copy nothing
+# when beams are chosen (benchmarks/decoding.py). Below ``single_query_rows``, so that a
+# StepCache is always read by SDPA (DecodingThresholds checks it).
 
 
 @dataclass(frozen=True)
@@ -115,10 +116,13 @@ def _activation(module: nn.Module) -> TensorFn:
     return _ACTIVATION_FN.get(type(module), module)
 
 
-def layer_step(layer: DecoderLayer, *, pack: bool, int8: bool = False) -> LayerStep:
-    """The step functions of ``layer``, its linear layers packed when ``pack``, int8 when ``int8``."""
+def layer_step(layer: DecoderLayer, *, pack: bool, int8: bool = False,
+               thresholds: DecodingThresholds | None = None) -> LayerStep:
+    """The step functions of ``layer``, its linear layers packed when ``pack``, int8 when
+    ``int8``, each from the rows where ``thresholds``' crossovers say it pays (None: this
+    machine's)."""
     self_attn, cross_attn, ff = layer.self_attn, layer.cross_attn, layer.feed_forward
-    step_linear = functools.partial(_step_linear, int8=int8)
+    step_linear = functools.partial(_step_linear, int8=int8, thresholds=thresholds)
     return LayerStep(
         heads=self_attn.num_heads,
         split_cross=cross_attn.split_heads,
@@ -145,16 +149,21 @@ class FastDecoder:
     copies are made on the first :meth:`start` and kept by this object (``packs`` counts how often
     they were made); a weight changed in place since (an optimizer step, ``load_state_dict``) has
     them made again. A parameter replaced by a new object is not seen: build a new decoder.
+
+    ``thresholds``: the crossovers between ways of computing a step (products, attention
+    kernels, cache layouts); None: this machine's kind of CPU's
+    (:func:`~transformer.decoding.thresholds.decoding_thresholds`).
     """
 
     def __init__(self, model: Transformer, *, pack_weights: bool = True,
-                 precision: str = "fp32") -> None:
+                 precision: str = "fp32", thresholds: DecodingThresholds | None = None) -> None:
         if not isinstance(model, Transformer):
             raise ValueError(f"FastDecoder decodes a transformer.Transformer, got {type(model).__name__}")
         check_precision(model, precision)
         self.model = model
         self.pack_weights = pack_weights
         self.precision = precision
+        self.thresholds = _thresholds.decoding_thresholds() if thresholds is None else thresholds
         self.packs = 0
         self._steps: tuple[list[LayerStep], TensorFn] | None = None
         self._encoder: list[EncoderLayerStep] | None = None
@@ -178,9 +187,12 @@ class FastDecoder:
         pack = packable and not int8
         made_from = (packable, self._weights_seen())
         if self._steps is None or made_from != self._made_from:
-            layers = [layer_step(layer, pack=pack, int8=int8) for layer in self.model.decoder.layers]
-            self._steps = (layers, _step_linear(self.model.output_projection, pack=pack, int8=int8))
-            self._encoder = encoder_steps(self.model, pack=True) if packable else None
+            t = self.thresholds
+            layers = [layer_step(layer, pack=pack, int8=int8, thresholds=t)
+                      for layer in self.model.decoder.layers]
+            self._steps = (layers, _step_linear(self.model.output_projection, pack=pack, int8=int8,
+                                                thresholds=t))
+            self._encoder = encoder_steps(self.model, pack=True, thresholds=t) if packable else None
             self._made_from = made_from
             self.packs += packable
         return self._steps
@@ -189,7 +201,7 @@ class FastDecoder:
         """Encode ``src`` (N, S) and return the session that decodes it step by step."""
         layers, output = self.steps()
         memory = self.model.encode(src) if self._encoder is None else fast_encode(self.model, self._encoder, src)
-        return FastSession(self.model, src, memory, layers, output)
+        return FastSession(self.model, src, memory, layers, output, thresholds=self.thresholds)
 
 
 class FastSession:
@@ -206,9 +218,10 @@ class FastSession:
     needs_prefix = False  # each step takes only the newest token
 
     def __init__(self, model: Transformer, src: Tensor, memory: Tensor, layers: list[LayerStep],
-                 output: TensorFn) -> None:
-        """``memory`` (N, S, D): ``src`` (N, S) encoded."""
+                 output: TensorFn, *, thresholds: DecodingThresholds | None = None) -> None:
+        """``memory`` (N, S, D): ``src`` (N, S) encoded; ``thresholds`` None: this machine's."""
         self.model = model
+        self.thresholds = _thresholds.decoding_thresholds() if thresholds is None else thresholds
         self.layers = layers
         self.output = output
         self.norm_first = model.config.norm_first
@@ -227,7 +240,7 @@ class FastSession:
         # and when no source is all padding (the reference gives such a row a zero output).
         # Then the folded keys and values replace the projected ones.
         self.folded: list[FoldedMemory] | None = None
-        if (src.size(0) <= FOLD_MAX_SENTENCES and memory.dtype == torch.float32
+        if (src.size(0) <= self.thresholds.fold_max_sentences and memory.dtype == torch.float32
                 and not torch.is_autocast_enabled(memory.device.type) and bool(mask.any(-1).all())):
             self.folded = [fold_memory(step.folded, k, v, self.memory_mask)
                            for step, (k, v) in zip(layers, cross, strict=True)]
@@ -264,14 +277,15 @@ class FastSession:
         heads = qkv.view(r, 3, step.heads, 1, d // step.heads)  # (R, 3, H, 1, Dh)
         cache = self.self_caches[i]
         if isinstance(cache, StepCache):  # the key/value half of the rows is one copy
-            out = step_attention(heads[:, 0], *cache.append_rows(qkv[:, d:]))  # (R, H, 1, Dh)
+            out = step_attention(heads[:, 0], *cache.append_rows(qkv[:, d:]),
+                                 thresholds=self.thresholds)  # (R, H, 1, Dh)
         else:
             q, k, v = heads.unbind(1)  # (R, H, 1, Dh) each
             if isinstance(cache, SlotCache):  # beams: attend through the slot table
                 cache.append(k, v)
                 out = unfold_groups(attention_over_slots(fold_groups(q, groups), *cache.grouped()), groups)
             else:
-                out = step_attention(q, *cache.update(k, v))  # (R, H, 1, Dh)
+                out = step_attention(q, *cache.update(k, v), thresholds=self.thresholds)  # (R, H, 1, Dh)
         return step.self_out(out.reshape(r, d))  # heads concatenated: (R, D)
 
     def _cross_attention(self, i: int, step: LayerStep, x: Tensor, residual: Tensor, groups: int) -> Tensor:
@@ -281,7 +295,8 @@ class FastSession:
         r, d = x.shape
         q = step.q(x).view(r, step.heads, 1, d // step.heads)  # (R, H, 1, Dh)
         key, value = self.cross[i]  # (N, H, S, Dh): one row per sentence, shared by its G beams
-        out = step_attention(fold_groups(q, groups), key, value, self.memory_mask)  # (N, H, G, Dh)
+        out = step_attention(fold_groups(q, groups), key, value, self.memory_mask,
+                             thresholds=self.thresholds)  # (N, H, G, Dh)
         return _residual(residual, step.cross_out(unfold_groups(out, groups).reshape(r, d)))  # (R, D)
 
     @staticmethod
@@ -300,13 +315,14 @@ class FastSession:
                 self.memory_mask = _unless_full(self.memory_mask.index_select(0, keep))
         # Few rows: copy the chosen rows' keys (one call a layer) rather than keep slot tables,
         # whose attention costs several calls a layer; many rows: copying would cost more.
-        groups = beams if index.numel() > FLAT_CACHE_MAX_ROWS else 1
+        groups = beams if index.numel() > self.thresholds.flat_cache_max_rows else 1
         selection = Selection.of(index, groups, cache=self.self_caches[0])
         flat = functools.partial(self._flat_cache, index.numel())
         self.self_caches = [reorder(cache, selection, flat=flat) for cache in self.self_caches]
 
     def _flat_cache(self, rows: int) -> KVCache:
-        return StepCache(heads=self.layers[0].heads) if rows <= FLAT_CACHE_MAX_ROWS else KVCache()
+        flat = rows <= self.thresholds.flat_cache_max_rows
+        return StepCache(heads=self.layers[0].heads) if flat else KVCache()
 
 
 def _residual(x: Tensor, sublayer: Tensor) -> Tensor:
@@ -331,7 +347,7 @@ def check_precision(model: nn.Module, precision: str) -> None:
             raise ValueError("int8 decoding runs on a CPU from float32 weights, got "
                              f"{weight.dtype} on {weight.device.type}")
         if int8_engine() is None:
-            raise ValueError("int8 decoding needs PyTorch's x86 or fbgemm quantized engine")
+            raise ValueError("int8 decoding needs PyTorch's x86, fbgemm or qnnpack quantized engine")
 
 
 def decoder_for(model: nn.Module, *, pack_weights: bool = True,

@@ -14,12 +14,14 @@ the encoder in float32: the encoder runs once a search, the decoder once a token
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from torch import Tensor
 
-from transformer.decoding.packing import step_linear
+from transformer.decoding.packing import step_linear as _step_linear
+from transformer.decoding.thresholds import DecodingThresholds
 from transformer.model import Transformer
 from transformer.model.attention import attention
 from transformer.model.encoder import EncoderLayer
@@ -43,9 +45,12 @@ class EncoderLayerStep:
     norm2: TensorFn
 
 
-def encoder_layer_step(layer: EncoderLayer, *, pack: bool) -> EncoderLayerStep:
-    """``layer``'s step functions, its linear layers packed for oneDNN when ``pack``."""
+def encoder_layer_step(layer: EncoderLayer, *, pack: bool,
+                       thresholds: DecodingThresholds | None = None) -> EncoderLayerStep:
+    """``layer``'s step functions, its linear layers packed for oneDNN when ``pack`` (from the
+    rows where ``thresholds``' crossovers say it pays; None: this machine's)."""
     attn, ff = layer.self_attn, layer.feed_forward
+    step_linear = functools.partial(_step_linear, thresholds=thresholds)
     return EncoderLayerStep(
         heads=attn.num_heads,
         norm_first=layer.norm_first,
@@ -89,7 +94,9 @@ def _feed_forward(step: EncoderLayerStep, x: Tensor) -> Tensor:
     return step.ff2(step.activation(step.ff1(x)))
 
 
-def encoder_steps(model: Transformer, *, pack: bool) -> list[EncoderLayerStep]:
-    """Every encoder layer's :class:`EncoderLayerStep`; ``pack`` as for :func:`step_linear` (the
+def encoder_steps(model: Transformer, *, pack: bool,
+                  thresholds: DecodingThresholds | None = None) -> list[EncoderLayerStep]:
+    """Every encoder layer's :class:`EncoderLayerStep`; ``pack`` and ``thresholds`` as for
+    :func:`~transformer.decoding.packing.step_linear` (the
     :class:`~transformer.decoding.fast_decoder.FastDecoder` packs when ``packing.can_pack``)."""
-    return [encoder_layer_step(layer, pack=pack) for layer in model.encoder.layers]
+    return [encoder_layer_step(layer, pack=pack, thresholds=thresholds) for layer in model.encoder.layers]

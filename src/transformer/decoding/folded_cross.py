@@ -24,7 +24,8 @@ call: three operator calls instead of two projections, the attention and their r
 result equals the unfolded one up to float32 rounding, not bit for bit. The folded keys and values
 are (N, H * S, D), H times the memory's (N, S, D) each: worth it for the few sentences of an
 interactive request (where each operator call costs more than its arithmetic), not for a large
-batch, where the unfolded path reads less (``FOLD_MAX_SENTENCES``).
+batch, where the unfolded path reads less (``fold_max_sentences`` of
+:mod:`transformer.decoding.thresholds`).
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ import torch
 from torch import Tensor
 
 from transformer.model.multi_head_attention import MultiHeadAttention
-
-FOLD_MAX_SENTENCES = 4  # fold a search of at most this many sentences (benchmarks/decoding.py)
 
 
 @dataclass(frozen=True)

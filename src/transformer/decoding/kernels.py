@@ -16,23 +16,27 @@ import math
 import torch
 from torch import Tensor
 
+from transformer.decoding import thresholds as _thresholds
+from transformer.decoding.thresholds import DecodingThresholds
 from transformer.model.attention import attention
 
-# One query a row against more keys than this, in a batch of at least CPU_SINGLE_QUERY_ROWS rows
-# (a cached greedy step of a batch), is faster on a CPU as spelled-out matmuls than through SDPA's
-# fused kernel (torch 2.13, measured: 4x at 100 keys, batch 80, 4 heads; equal near 30 keys and
-# near 16 rows; at a few rows SDPA is 2-3x faster: benchmarks/decoding.py).
-CPU_SINGLE_QUERY_KEYS = 32
-CPU_SINGLE_QUERY_ROWS = 32
+# One query a row against more keys than ``single_query_keys``, in a batch of at least
+# ``single_query_rows`` rows (a cached greedy step of a batch), is faster on a CPU as spelled-out
+# matmuls than through SDPA's fused kernel; at a few rows SDPA is 2-3x faster. Where the two
+# cross depends on the CPU (transformer.decoding.thresholds; benchmarks/decoding.py --suite
+# kernels: on Zen 4 4x at 100 keys, batch 80, 4 heads, equal near 30 keys and near 16 rows).
 
 
-def step_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> Tensor:
+def step_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, *,
+                   thresholds: DecodingThresholds | None = None) -> Tensor:
     """:func:`transformer.model.attention` without weights, ``query`` (B, H, Lq, Dh) against
     ``key``/``value`` (B, H, Lk, Dh) -> (B, H, Lq, Dh), taking the spelled-out matmuls (the
-    reference's weights path) for one query against many keys in a large batch on a CPU."""
+    reference's weights path) for one query against many keys in a large batch on a CPU
+    (``thresholds``' crossover; None: this machine's)."""
+    t = _thresholds.decoding_thresholds() if thresholds is None else thresholds
     spelled_out = (query.device.type == "cpu" and query.size(-2) == 1
-                   and key.size(-2) > CPU_SINGLE_QUERY_KEYS
-                   and query.size(0) >= CPU_SINGLE_QUERY_ROWS)
+                   and key.size(-2) > t.single_query_keys
+                   and query.size(0) >= t.single_query_rows)
     return attention(query, key, value, mask, need_weights=spelled_out)[0]
 
 
