@@ -163,3 +163,24 @@ def detect() -> Machine:
             devices.append(CudaDevice(index=i, name=p.name, capability=(p.major, p.minor),
                                       bf16=p.major >= 8, memory_gib=p.total_memory / 2**30))
     return Machine(cpu=detect_cpu(), cuda=tuple(devices), torch=torch.__version__)
+
+
+def resolve_device(device: str = "auto", *, local_rank: int = 0) -> Any:
+    """A device name as a ``torch.device``: ``"auto"`` -> the rank's GPU when CUDA is available,
+    else the CPU; other names pass through (``cuda`` -> ``cuda:local_rank``, made current).
+    ValueError for an unknown name or a CUDA device on a machine without one."""
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for, but CUDA is not available")
+        if dev.index is None:
+            dev = torch.device("cuda", local_rank)
+        torch.cuda.set_device(dev)
+    return dev

@@ -214,12 +214,12 @@ def run_predict(args: argparse.Namespace) -> int:
 def run_evaluate(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     from transformer.decoding.classifier import Classifier
-    from transformer.evaluation.classifier import evaluation_data
+    from transformer.evaluation.classifier import evaluate_classifier, evaluation_data
 
     classifier = Classifier.load(args.model, device=device(args.device))
     data = evaluation_data(classifier, data=args.data, split=args.split, file=args.file,
                            **_columns(args))
-    result = classifier.evaluate(data)
+    result = evaluate_classifier(classifier, data)
     if args.json:
         emit_json({"model": str(args.model), **result.to_dict()})
     else:

@@ -147,7 +147,7 @@ def progress(args: argparse.Namespace) -> bool:
 
 def device(name: str) -> Any:
     """``--device`` as a torch.device (``auto``: CUDA when available); bad names are bad input."""
-    from transformer.training.distributed import resolve_device
+    from transformer.hardware import resolve_device
 
     try:
         return resolve_device(name)

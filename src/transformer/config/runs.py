@@ -28,7 +28,9 @@ from transformer.config.choices import (
     TRANSLATION_METRICS,
     check_choice,
 )
+from transformer.config.loop import TrainConfig
 from transformer.config.model import ModelConfig
+from transformer.config.schedule import check_schedule
 
 STOP_FIELDS = ("epochs", "max_steps", "minutes", "patience")
 # what may change on resume: the budget, and how often the run saves or how many bad updates it
@@ -183,20 +185,19 @@ class TranslationTrainConfig(_RunConfig):
         self.schedule_for(self.model.d_model)
         self.loop_config()
 
-    def schedule_for(self, d_model: int) -> Any:
-        """The learning-rate schedule (a ``training.schedule.LRSchedule``) of a model this wide."""
-        from transformer.training.schedule import LRSchedule
+    def schedule_for(self, d_model: int) -> dict[str, Any]:
+        """The learning-rate schedule of a model this wide, as ``training.schedule.LRSchedule``'s
+        fields (checked here: configuration does not import training)."""
+        fields = dict(kind=self.schedule, warmup=self.warmup, d_model=d_model, scale=self.lr_scale,
+                      peak_lr=self.lr, cooldown=self.cooldown, total=self.max_steps,
+                      cooldown_share=self.cooldown_share)
+        check_schedule(**fields)
+        return fields
 
-        return LRSchedule(kind=self.schedule, warmup=self.warmup, d_model=d_model,
-                          scale=self.lr_scale, peak_lr=self.lr, cooldown=self.cooldown,
-                          total=self.max_steps, cooldown_share=self.cooldown_share)  # validates the loop fields
-
-    def loop_config(self, precision: str | None = None) -> Any:
-        """The Trainer's loop settings (a ``training.trainer.TrainConfig``); a time budget keeps
-        the final evaluation's time, and the average's, in reserve. ``precision``: what runs
+    def loop_config(self, precision: str | None = None) -> TrainConfig:
+        """The Trainer's loop settings (:class:`~transformer.config.loop.TrainConfig`); a time
+        budget keeps the final evaluation's time, and the average's, in reserve. ``precision``: what runs
         (``self.precision`` resolved on the machine when it is ``auto``)."""
-        from transformer.training.trainer import TrainConfig
-
         return TrainConfig(
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
             accumulate=self.accumulate, clip_norm=self.clip_norm,
@@ -294,11 +295,9 @@ class ClassifierTrainConfig(_RunConfig):
         check_choice("precision", self.precision, TRAINING_PRECISIONS)
         self.loop_config()  # validates the loop fields
 
-    def loop_config(self, precision: str | None = None) -> Any:
-        """The Trainer's loop settings (a ``training.trainer.TrainConfig``); ``precision`` as
-        for translation."""
-        from transformer.training.trainer import TrainConfig
-
+    def loop_config(self, precision: str | None = None) -> TrainConfig:
+        """The Trainer's loop settings (:class:`~transformer.config.loop.TrainConfig`);
+        ``precision`` as for translation."""
         return TrainConfig(
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
             clip_norm=self.clip_norm, eval_every=self.eval_every,

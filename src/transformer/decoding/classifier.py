@@ -5,7 +5,8 @@ Shapes: N texts, B texts in a batch, S longest text in it, C labels.
 
     clf = Classifier.load("runs/nsmc")
     out = clf.predict(["재밌어요", "별로"])      # out.probs (N, C), out.chosen (N, C) bool
-    figures = clf.evaluate(data)                  # accuracy, micro/macro F1, per-label table
+    # scores: transformer.evaluation.classifier.evaluate_classifier(clf, data), which imports
+    # this module (never the other way round)
 
 Texts longer than the model's limit are truncated (and counted); an empty text is kept and gets
 whatever the model predicts for no tokens at all (counted too), so the outputs line up with the
@@ -29,8 +30,7 @@ from transformer.evaluation.classification import decide
 from transformer.model_dir import CONFIG_FILE, LoadedModel, load_model_dir
 
 if TYPE_CHECKING:
-    from transformer.data.classification import ClassificationData
-    from transformer.evaluation.classifier import ClassifierEvaluation
+    pass
 
 
 def probabilities(logits: Tensor, *, multi_label: bool) -> Tensor:
@@ -152,10 +152,3 @@ class Classifier:
         probs = probabilities(logits, multi_label=self.multi_label).numpy()  # (N, C)
         chosen = decide(probs, multi_label=self.multi_label, thresholds=self.thresholds)
         return Predictions(probs, chosen, self.label_names, truncated, empty)
-
-    def evaluate(self, data: ClassificationData) -> ClassifierEvaluation:
-        """Accuracy, micro and macro F1 and the per-label table on ``data``; see
-        :func:`transformer.evaluation.classifier.evaluate_classifier`."""
-        from transformer.evaluation.classifier import evaluate_classifier
-
-        return evaluate_classifier(self, data)

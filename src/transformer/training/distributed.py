@@ -20,6 +20,9 @@ from typing import Any, NoReturn
 import torch
 import torch.distributed as dist
 
+# where a device name is resolved is the machine's business; kept importable here
+from transformer.hardware import resolve_device as resolve_device
+
 log = logging.getLogger(__name__)
 
 
@@ -38,23 +41,6 @@ class DistInfo:
     @property
     def is_distributed(self) -> bool:
         return self.world_size > 1
-
-
-def resolve_device(device: str = "auto", *, local_rank: int = 0) -> torch.device:
-    """``"auto"`` -> the rank's GPU when CUDA is available, else the CPU; other names pass through."""
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(device)
-    except RuntimeError:
-        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} asked for, but CUDA is not available")
-        if dev.index is None:
-            dev = torch.device("cuda", local_rank)
-        torch.cuda.set_device(dev)
-    return dev
 
 
 def init_distributed(*, device: str = "auto") -> tuple[DistInfo, torch.device]:

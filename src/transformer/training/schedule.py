@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-from transformer.config.choices import SCHEDULES
+from transformer.config.schedule import check_schedule
 
 
 def noam_rate(step: int, *, d_model: int, warmup: int, scale: float = 1.0) -> float:
@@ -72,24 +72,9 @@ class LRSchedule:
     progress: float = 0.0  # the share of the budget used so far (set by the Trainer)
 
     def __post_init__(self) -> None:
-        if self.kind not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.kind!r}")
-        if self.kind != "constant" and self.warmup < 1:
-            raise ValueError(f"warmup must be at least 1, got {self.warmup}")
-        if self.d_model < 1:
-            raise ValueError(f"d_model must be positive, got {self.d_model}")
-        if self.scale <= 0 or self.peak_lr <= 0:
-            raise ValueError(f"scale and peak_lr must be positive, got {self.scale}, {self.peak_lr}")
-        if self.kind == "linear" and self.total is None:
-            raise ValueError("the linear schedule needs a total number of updates to decay to 0")
-        if self.cooldown < 0 or (self.cooldown and (self.total is None or self.total < self.cooldown)):
-            raise ValueError(f"a cool-down of {self.cooldown} updates needs a total of at least as "
-                             f"many updates (max_steps), got {self.total}")
-        if not 0.0 <= self.cooldown_share <= 1.0:
-            raise ValueError(f"cooldown_share must be between 0 and 1, got {self.cooldown_share}")
-        if self.cooldown and self.cooldown_share:
-            raise ValueError("give a cool-down in updates (cooldown) or as a share of the budget "
-                             "(cooldown_share), not both")
+        check_schedule(kind=self.kind, warmup=self.warmup, d_model=self.d_model, scale=self.scale,
+                       peak_lr=self.peak_lr, cooldown=self.cooldown, total=self.total,
+                       cooldown_share=self.cooldown_share)
 
     def rate(self, step: int) -> float:
         """The learning rate of update ``step`` (1-based)."""

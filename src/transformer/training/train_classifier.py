@@ -78,6 +78,7 @@ def train_classifier(
     """
     from transformer.data.tokenizer import Tokenizer
     from transformer.decoding.classifier import Classifier
+    from transformer.evaluation.classifier import evaluate_classifier
 
     started = time.monotonic()
     run_dir = Path(run_dir)
@@ -184,7 +185,7 @@ def train_classifier(
     for name, split in splits.items():
         if name == "train":
             continue
-        evaluation = classifier.evaluate(split)
+        evaluation = evaluate_classifier(classifier, split)
         figures[name] = {"accuracy": evaluation.report.accuracy, "micro_f1": evaluation.report.micro_f1,
                          "macro_f1": evaluation.report.macro_f1,
                          "num_examples": evaluation.report.num_examples,

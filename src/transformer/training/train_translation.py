@@ -42,7 +42,7 @@ from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint, seed_everything
 from transformer.training.optimizer import build_optimizer
 from transformer.training.run_lock import hold_run_dir
-from transformer.training.schedule import build_scheduler
+from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import Trainer, TrainResult
 from transformer.training.translation_task import TranslationTask
 
@@ -180,7 +180,7 @@ def train_translation(
     )
     optimizer = build_optimizer(model, betas=cfg.adam_betas, eps=cfg.adam_eps,
                                 weight_decay=cfg.weight_decay)
-    scheduler = build_scheduler(optimizer, schedule=cfg.schedule_for(model_cfg.d_model))
+    scheduler = build_scheduler(optimizer, schedule=LRSchedule(**cfg.schedule_for(model_cfg.d_model)))
 
     stored_config = {
         "task": "translation",
