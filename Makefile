@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser test test-all lint demo clean screenshot bench
+.PHONY: setup browser test test-avx2 test-all lint demo clean screenshot bench
 
 setup: $(STAMP)
 
@@ -24,10 +24,21 @@ browser:
 	  else echo "chromium/chromedriver missing and apt-get unavailable: the browser test will skip"; fi; \
 	fi
 
-# The suite without the slow end-to-end runs; `make test-all` includes them.
+# The suite without the slow end-to-end runs; `make test-all` includes them. Then the tests whose
+# kernels depend on the CPU's instruction set once more with PyTorch, oneDNN, MKL and CTranslate2
+# held to AVX2 (no AVX-512, no native bf16, no VNNI), so an AVX-512 machine catches what breaks on
+# AVX2 machines (on an AVX2 machine it repeats them).
+FORCE_AVX2 := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 CT2_FORCE_CPU_ISA=AVX2
+ISA_TESTS := tests/test_hardware.py tests/test_precision.py tests/cli/test_precision_cli.py \
+	tests/model tests/decoding tests/convert/test_ctranslate2.py tests/memory tests/training/test_trainer.py
+
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -m "not slow" -q
+	$(MAKE) --no-print-directory test-avx2
+
+test-avx2: $(STAMP)
+	$(FORCE_AVX2) $(BIN)/python -m pytest -m "not slow" -q -p no:cacheprovider $(ISA_TESTS)
 
 test-all: $(STAMP) browser
 	$(BIN)/python -m pytest -q
