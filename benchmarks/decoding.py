@@ -44,6 +44,13 @@ fastest repeat of each counts, so the ratios are side by side on the same (share
     .venv/bin/python benchmarks/decoding.py --suite kernels  # -> benchmarks/results/decoding_kernels.json
     .venv/bin/python benchmarks/decoding.py --suite profile  # -> benchmarks/results/decoding_profile.json
     .venv/bin/python benchmarks/decoding.py --suite cache --precision bf16 --output ...   # bf16
+
+``--compare-thresholds AVX512`` (engines): ours also with another CPU kind's decoding crossovers
+(``transformer.decoding.thresholds``), interleaved with this machine's own, for an old-against-new
+comparison in one process. An AVX-512 machine behaves as an AVX2 one under
+``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
+CT2_FORCE_CPU_ISA=AVX2`` (fbgemm's int8 kernels excepted: they follow the CPU's own flags); the
+JSON records the machine as PyTorch sees it and those variables (``benchmarks/machine.py``).
 """
 
 from __future__ import annotations

@@ -100,15 +100,17 @@ AVX512 = DecodingThresholds(
 )
 
 # The same machine with ATen, oneDNN, MKL and CTranslate2 lowered to AVX2 (ATEN_CPU_CAPABILITY=avx2
-# ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 CT2_FORCE_CPU_ISA=AVX2), kernels suite run
-# alternately with and without (benchmarks/results/decoding_kernels-avx2-forced.json). oneDNN's
-# packed product gains less at AVX2: on a weight below big_weight (every d_model 128 weight,
-# 256 x 256) it is slower than plain F.linear at every row count measured (1.1-1.4x at 16-32
-# rows, 1.02-1.09x at 80), where AVX-512 paid from 12-48 rows; on the big weights it still pays
-# from a few rows (768 x 256 and 1024 x 256 1.05-1.2x, output projections 1.2-2x), as at
-# AVX-512. MKL's plain product (F.linear, the transposed addmm) and SDPA against the spelled-out
-# attention move little. fbgemm (int8) picks its kernels from the CPU's own flags and cannot be
-# lowered here, so int8's crossover is AVX-512's, unmeasured at AVX2.
+# ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 CT2_FORCE_CPU_ISA=AVX2), kernels suite in
+# three runs alternating with two at AVX-512, the other core busy
+# (benchmarks/results/decoding_kernels-avx2-forced.json). oneDNN's packed product gains less at
+# AVX2: on a weight below big_weight (every d_model 128 weight, 256 x 256) it is slower than plain
+# F.linear at every row count measured (1.1-2.2x at 16-32 rows, 1.02-1.35x at 80); on the big
+# weights it still pays from 2 rows (768 x 256 1.03-1.08x, 1024 x 256 1.1-1.3x, the output
+# projections 1.2-2.3x), as at AVX-512. MKL's plain products (F.linear, the transposed addmm),
+# SDPA against the spelled-out attention and the two-round argmax cross where they did. In whole
+# searches (in-process A/B) folding still pays for 1-4 sentences (1.02-1.16x) and StepCaches for
+# 5-20 rows (about 1.0-1.2x). fbgemm (int8) picks its kernels from the CPU's own flags and cannot
+# be lowered here, so int8's crossover is AVX-512's, unmeasured at AVX2.
 AVX2 = dataclasses.replace(AVX512, pack_min_work=1 << 22)  # 256 x 256 from 64 rows, 128 x 128 from 256
 
 MEASURED: dict[str, DecodingThresholds] = {"AVX512": AVX512, "AVX2": AVX2}
