@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from machine import describe  # benchmarks/machine.py
 from transformer.data.batching import encode_pairs, iter_batches
 from transformer.data.corpora import load_corpus
 from transformer.data.sampler import TokenBatchSampler, padding_stats
@@ -174,6 +175,7 @@ def main() -> int:
             "cpu_count": os.cpu_count(),
             "python": platform.python_version(),
             "torch": torch.__version__,
+            "hardware": describe(),
         },
         "corpus": "multi30k/train.en-de",
         "pairs": len(encoded),

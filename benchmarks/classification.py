@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from machine import cpu_name  # benchmarks/machine.py
+from machine import cpu_name, describe  # benchmarks/machine.py
 from transformer.atomic import atomic_write_text
 from transformer.config import classifier_config
 from transformer.data.classification_splits import resolve_splits
@@ -80,7 +80,7 @@ def main() -> None:
               f"{'yes' if r['met'] else 'NO':>4} {r['valid']:6.4f} {r['epochs']:6.2f} "
               f"{r['train_s'] / 60:6.1f}m {r['wall_s'] / 60:6.1f}m {r['tokens_per_s']:7,d}")
 
-    machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    machine = {"cpu": cpu_name(), "hardware": describe(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                "torch": torch.__version__, "platform": platform.platform()}
     results = {}
     if args.output.is_file():

@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import describe  # benchmarks/machine.py
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 # benchmark -> (script, arguments, quick arguments)
@@ -101,7 +103,7 @@ def main() -> int:
     output = args.output or (Path(tempfile.gettempdir()) if args.quick else RESULTS) / \
         f"compare_trees-{args.benchmark}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"benchmark": args.benchmark, "rounds": args.rounds,
+    output.write_text(json.dumps({"benchmark": args.benchmark, "hardware": describe(), "rounds": args.rounds,
                                   "trees": {k: str(v) for k, v in trees.items()},
                                   "benchmark_args": extra, "rows": rows}, indent=2) + "\n")
     print(f"\nwrote {output}")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from machine import cpu_name  # benchmarks/machine.py
+from machine import cpu_name, describe  # benchmarks/machine.py
 from transformer.convert import export_ctranslate2
 from transformer.convert.ctranslate2 import onednn_int8_saturates
 from transformer.evaluation.bleu import score_translations
@@ -127,7 +127,7 @@ def main() -> None:
                   f"same {r['same_as_ours']:6.1%}  {r['seconds']:7.2f} s  {r['tokens_per_s']:8.1f} tok/s",
                   flush=True)
     out = {"model": args.model, "test_set": name, "sentences": len(sources), "threads": 1,
-           "cpu": cpu_name(), "ctranslate2": ctranslate2.__version__, "ctranslate2_cpu": backends,
+           "cpu": cpu_name(), "hardware": describe(), "ctranslate2": ctranslate2.__version__, "ctranslate2_cpu": backends,
            "rows": rows}
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(out, indent=2) + "\n")

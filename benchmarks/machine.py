@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
-from pathlib import Path
 from typing import Any
 
 # Environment variables that lower what the libraries use of the CPU (an AVX-512 machine made to
@@ -15,13 +13,9 @@ ISA_ENVIRONMENT = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_IS
 
 def cpu_name() -> str:
     """The CPU's model name (e.g. "AMD EPYC"), or the platform's processor string."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from transformer.hardware import cpu_model
+
+    return cpu_model()
 
 
 def describe() -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from machine import describe  # benchmarks/machine.py
 from transformer import ModelConfig
 from transformer.memory import estimate_training_memory, format_bytes, measure_training_peak
 
@@ -102,7 +103,7 @@ def main() -> None:
     output = Path(tempfile.gettempdir()) / "memory_quick.json" if args.quick else RESULTS
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps({
-        "device": args.device, "machine": platform.platform(), "torch": torch.__version__,
+        "device": args.device, "machine": platform.platform(), "hardware": describe(), "torch": torch.__version__,
         "threads": args.threads, "rows": results}, indent=2) + "\n", encoding="utf-8")
     print(f"\nwrote {output}")
 

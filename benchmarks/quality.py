@@ -34,7 +34,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from machine import cpu_name  # benchmarks/machine.py
+from machine import cpu_name, describe  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "quality.json"
@@ -199,7 +199,7 @@ def main() -> int:
     result = {
         "benchmark": "quality",
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": cpu_name(), "minutes": args.minutes, "preset": args.preset,
+        "machine": cpu_name(), "hardware": describe(), "minutes": args.minutes, "preset": args.preset,
         "parallel": args.parallel, "threads": 1 if args.parallel else args.threads,
         "wall_minutes": round((time.monotonic() - start) / 60, 1),
         "plot": str(plot), "rows": rows,

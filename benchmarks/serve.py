@@ -32,6 +32,8 @@ from pathlib import Path
 
 import httpx
 
+from machine import describe  # benchmarks/machine.py
+
 RESULTS = Path(__file__).resolve().parent / "results" / "serve.json"
 DATA = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
 
@@ -188,7 +190,7 @@ def main() -> None:
               f"{line['off']['sentences_per_s']:.1f} | {line['off']['p50_ms']:.0f} | {line['off']['p99_ms']:.0f} | "
               f"{', '.join(f'{x:.2f}' for x in ratios)} | {line['errors']} | {bad_text} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
+    args.out.write_text(json.dumps({"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(), "hardware": describe(),
                                     "cpus": os.cpu_count(), "seconds": args.seconds, "model": args.model,
                                     "rows": rows, "summary": summary}, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe  # benchmarks/machine.py
+
 RESULTS = Path(__file__).resolve().parent / "results" / "soak.json"
 FLAGS = ["--preset", "tiny", "--d-model", "16", "--d-ff", "32", "--num-heads", "2", "--layers", "1",
          "--vocab-size", "60", "--no-byte-fallback", "--max-tokens", "256", "--bleu-sample", "8",
@@ -258,6 +260,7 @@ def main() -> None:
           f"soak {wall:.0f}s in all")
     record = {
         "command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
+        "hardware": describe(),
         "python": platform.python_version(), "steps": args.steps, "eval_every": args.eval_every,
         "seed": args.seed, "reference_run_s": round(total, 2), "wall_s": round(wall, 1),
         "phases": phases,

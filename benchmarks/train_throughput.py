@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from machine import cpu_name  # benchmarks/machine.py
+from machine import cpu_name, describe  # benchmarks/machine.py
 from transformer import ModelConfig, Transformer
 from transformer.training.loss import label_smoothed_cross_entropy
 from transformer.training.optimizer import build_optimizer
@@ -206,7 +206,7 @@ def main() -> None:
             f"{r[n + '_tokens_per_s']:>18} {r[n + '_mfu']:>14}" for n in names
         ) + " " + " ".join(f"{r[n + '_vs_torch']:>18}" for n in names if n != "torch"))
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"machine": cpu_name(), "threads": torch.get_num_threads(),
+    meta = {"machine": cpu_name(), "hardware": describe(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "args": {k: str(v) for k, v in vars(args).items()}}
     args.output.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.output}")

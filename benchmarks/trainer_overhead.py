@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from machine import describe  # benchmarks/machine.py
+
 RESULTS = Path(__file__).resolve().parent / "results" / "trainer_overhead.json"
 
 CHILD = r"""
@@ -127,7 +129,7 @@ def main() -> None:
     for name, us in timed.items():
         print(f"{name}: {us} us per update")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"command": " ".join(sys.argv), "steps": args.steps,
+    RESULTS.write_text(json.dumps({"command": " ".join(sys.argv), "hardware": describe(), "steps": args.steps,
                                    "rounds": args.rounds, "rows": rows, "direct_us": timed},
                                   indent=2) + "\n")
 
