@@ -1,6 +1,8 @@
-"""``transformer train`` when the machine misbehaves: SIGTERM and a second signal, ``--resume
-auto`` (the same command to start and to restart), two writers on one run directory, a failed
-checkpoint write. Each continues to the weights of an uninterrupted run, bit for bit."""
+"""``transformer train`` when the machine misbehaves: SIGTERM, SIGKILL and a second signal,
+``--resume auto`` (the same command to start and to restart), a resume on a machine with more
+cores, two writers on one run directory, a failed checkpoint write. Each continues to the weights
+of an uninterrupted run, bit for bit (on one kind of machine: another CPU kind rounds differently,
+see transformer.training.reproducibility)."""
 
 from __future__ import annotations
 
@@ -124,6 +126,102 @@ def test_sigterm_checkpoints_the_update_under_way_and_resume_auto_is_exact(
     assert main(train_args(cli, number_files, straight, "--max-steps", str(n), eval_every=100)) == 0
     assert_same(weights(straight), weights(run))
     assert_same(weights(straight, "model.safetensors"), weights(run, "model.safetensors"))
+
+
+# The runs the kills below are compared with: 60 updates of 6 an epoch, validations at 12, 24, ...
+KILL_RUN = ("--max-steps", "60")
+KILL_EVAL_EVERY = 12
+
+
+@pytest.fixture(scope="module")
+def straight_run(cli, number_files, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("straight") / "run"
+    assert main(train_args(cli, number_files, run, *KILL_RUN, eval_every=KILL_EVAL_EVERY)) == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records if r["step"] == 6] == [1.0]  # what the cases rely on
+    return run
+
+
+@pytest.fixture
+def keep_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def end_state(run: Path) -> dict:
+    """Everything a run ends with that an exact resume repeats to the last bit: the checkpoint's
+    weights and state (timings left out), the best model, the metrics lines without timings."""
+    state = load_checkpoint(run, model=_model(run))
+    for key in ("elapsed_s", "eval_s"):
+        state["trainer"].pop(key)
+    timing = {"elapsed_s", "tokens_per_s"}
+    metrics = [{k: v for k, v in json.loads(line).items() if k not in timing}
+               for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return {"weights": weights(run), "best": weights(run, "model.safetensors"), "metrics": metrics,
+            **{key: state[key] for key in ("trainer", "optimizer", "scheduler", "rng")}}
+
+
+def assert_equal(a, b, where: str = "") -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_equal(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+# signal, sent once this update is logged, --save-every, how the resume runs
+KILLS = {
+    # the checkpoint of the update under way, most likely mid-epoch
+    "SIGTERM mid-run": (signal.SIGTERM, 3, 0, "in-process"),
+    # every checkpoint (6, 12, 18, ...) ends an epoch: the resume starts at batch 0 of the next
+    "SIGKILL after an epoch boundary": (signal.SIGKILL, 8, 6, "in-process"),
+    # the validation of update 12 runs once its line is logged: back to the checkpoint of 10
+    # (or, where the kill comes later, 12 or 15); the resume is a new process, as users run it
+    "SIGKILL during validation": (signal.SIGKILL, 12, 5, "subprocess"),
+}
+
+
+@pytest.mark.parametrize("case", list(KILLS))
+def test_a_killed_run_resumed_on_more_threads_ends_as_a_straight_run(
+        cli, number_files, straight_run, tmp_path, keep_threads, case):
+    """Killed through the command line, then ``train --resume RUN`` without the first command's
+    ``--threads 1`` where PyTorch would take 2 (a machine with more cores): the resume runs on the
+    run's own thread count and ends with everything equal to the straight run's, to the last bit."""
+    signum, after, save_every, resume_in = KILLS[case]
+    run = tmp_path / "run"
+    proc = start(train_args(cli, number_files, run, *KILL_RUN, "--save-every", str(save_every),
+                            eval_every=KILL_EVAL_EVERY))
+    wait_for(lambda: logged_step(run) >= after, proc)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == (143 if signum == signal.SIGTERM else -signal.SIGKILL), err[-2000:]
+    state = load_checkpoint(run, model=_model(run))["trainer"]
+    assert 0 < state["step"] < 60
+    if signum == signal.SIGTERM:
+        assert state["step"] == logged_step(run)  # the update under way, checkpointed
+    if save_every == 6:
+        assert state["batch_index"] == 0 and state["epoch"] == state["step"] // 6
+    resume = ["train", "--resume", str(run), "--no-progress"]
+    if resume_in == "subprocess":
+        done = subprocess.run([sys.executable, "-m", "transformer", *resume],
+                              env={**os.environ, "OMP_NUM_THREADS": "2"}, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "resuming with 1 CPU thread" in done.stderr
+    else:
+        torch.set_num_threads(2)
+        assert main(resume) == 0
+        assert torch.get_num_threads() == 1
+    assert load_checkpoint(run, model=_model(run))["arithmetic"][0]["threads"] == 1
+    assert_equal(end_state(straight_run), end_state(run))
 
 
 def test_a_second_signal_exits_at_once_leaving_a_loadable_directory(cli, number_files, tmp_path):

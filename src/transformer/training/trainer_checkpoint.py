@@ -2,9 +2,11 @@
 back, so that a resumed run makes the updates an uninterrupted one would have made.
 
 Saved: weights, optimizer, scheduler, grad scaler, the loop's counters and data position
-(:class:`~transformer.training.loop_state.TrainState`) and the RNG states of every rank. Rank 0
-writes; when its write fails (a full disk), every rank raises the same one-line
-:class:`~transformer.errors.WriteError` and the previous checkpoint is left as it was.
+(:class:`~transformer.training.loop_state.TrainState`), the RNG states of every rank and what
+their arithmetic depends on (:mod:`~transformer.training.reproducibility`: the thread count, set
+back on resume, and the machine kind). Rank 0 writes; when its write fails (a full disk), every
+rank raises the same one-line :class:`~transformer.errors.WriteError` and the previous checkpoint
+is left as it was.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict
 from typing import Any
+
+import torch
 
 from transformer.errors import InputError, WriteError
 from transformer.training import distributed as D
@@ -26,13 +30,15 @@ from transformer.training.checkpoint import (
 )
 from transformer.training.loop_state import TrainState
 from transformer.training.metrics_file import truncate_metrics
+from transformer.training.reproducibility import arithmetic, restore_arithmetic
 
 log = logging.getLogger(__name__)
 
 
 def write_trainer_checkpoint(trainer: Any) -> None:
     """Write ``trainer.run_dir/checkpoint/`` (and a snapshot when it keeps them); all ranks call."""
-    rngs = D.gather_to_main(rng_state())  # every rank's generators, for an exact resume
+    # every rank's generators and thread count, for an exact resume
+    ranks = D.gather_to_main((rng_state(), arithmetic(trainer.device)))
     if trainer.run_dir is None:
         D.barrier()
         return
@@ -43,7 +49,8 @@ def write_trainer_checkpoint(trainer: Any) -> None:
             "optimizer": trainer.optimizer.state_dict(),
             "scheduler": trainer.scheduler.state_dict() if trainer.scheduler is not None else None,
             "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
-            "rng": rngs,
+            "rng": [rng for rng, _ in ranks],
+            "arithmetic": [machine for _, machine in ranks],
             "world_size": trainer.dist.world_size,
         }
         try:
@@ -77,6 +84,9 @@ def restore_trainer(trainer: Any) -> None:
         raise InputError(f"{where}: does not fit this run ({reason})") from None
     rngs = saved.get("rng") or []
     dist = trainer.dist
+    machines = saved.get("arithmetic") or []  # none in a checkpoint from before it was saved
+    if len(machines) == dist.world_size:
+        restore_arithmetic(machines[dist.rank], trainer.device)
     if len(rngs) == dist.world_size:
         set_rng_state(rngs[dist.rank])
     else:  # another number of processes: continue, but not bit-for-bit
@@ -86,5 +96,6 @@ def restore_trainer(trainer: Any) -> None:
     if dist.is_main:
         truncate_metrics(trainer.run_dir, trainer.state.step)
         drop_snapshots_after(trainer.run_dir, trainer.state.step)
-        log.info("resumed %s at update %d (epoch %d, batch %d)", trainer.run_dir,
-                 trainer.state.step, trainer.state.epoch, trainer.state.batch_index)
+        log.info("resumed %s at update %d (epoch %d, batch %d), %d CPU thread%s", trainer.run_dir,
+                 trainer.state.step, trainer.state.epoch, trainer.state.batch_index,
+                 torch.get_num_threads(), "" if torch.get_num_threads() == 1 else "s")
