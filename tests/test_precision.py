@@ -144,15 +144,22 @@ def test_probe_layer_stops_repeating_past_its_time(monkeypatch):
     assert probe.fp32_ms == probe.bf16_ms == 1000.0
 
 
-def test_a_resumed_auto_run_keeps_its_first_choice():
-    previous = {"requested": "auto", "precision": "bf16", "reason": "native bf16 and faster"}
+def test_a_resumed_auto_run_keeps_its_first_choice_on_the_same_kind_of_machine():
+    first = resolve_precision("auto", model=tiny(), device="cpu", training=True,
+                              machine=machine(ZEN4)).to_dict()  # the steadied probe: fp32
+    assert first["machine"] == "test CPU, AVX512"
+    previous = {**first, "precision": "bf16", "reason": "native bf16 and faster"}
+    choice = resolve_precision("auto", model=tiny(), device="cpu", training=True,
+                               machine=machine(ZEN4), previous=previous)
+    assert choice.precision == "bf16" and "as chosen when the run started" in choice.reason
+    # moved to a CPU without native bf16 (or from a GPU): chosen anew
     choice = resolve_precision("auto", model=tiny(), device="cpu", training=True,
                                machine=machine(AVX2), previous=previous)
-    assert choice.precision == "bf16" and "as chosen when the run started" in choice.reason
-    fp16 = {"requested": "auto", "precision": "fp16", "reason": "V100"}
+    assert choice.precision == "fp32" and "no native bf16" in choice.reason
+    fp16 = {"requested": "auto", "precision": "fp16", "reason": "V100", "machine": "V100"}
     choice = resolve_precision("auto", model=tiny(), device="cpu", training=True,
-                               machine=machine(AVX2), previous=fp16)
-    assert choice.precision == "fp32"  # the CPU cannot run fp16 training: chosen anew
+                               machine=machine(ZEN4), previous=fp16)
+    assert choice.precision == "fp32" and choice.machine == "test CPU, AVX512"
 
 
 @pytest.mark.parametrize("native", [True, False])

@@ -17,6 +17,7 @@ and the probe (a callable), so tests run it over machines this one is not.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -61,6 +62,7 @@ class PrecisionChoice:
     reason: str
     probe: Probe | None = None
     warning: str | None = None  # one line for the user: an explicit choice that is slow here
+    machine: str = ""  # the kind it was chosen on (see machine_kind): a resume re-chooses elsewhere
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -200,16 +202,19 @@ def resolve_precision(requested: str, *, model: nn.Module, device: torch.device 
     Transformer times greedy decoding itself.
 
     ``previous`` (a :meth:`PrecisionChoice.to_dict` stored when a run started): a resumed ``auto``
-    run keeps the precision it started with when the device can run it, so a resume repeats the
-    same arithmetic rather than a new probe's verdict."""
+    run on the same kind of machine keeps the precision it started with, so a resume repeats the
+    same arithmetic rather than a new probe's verdict; on another kind it is chosen anew."""
     from transformer.hardware import detect
 
     device = torch.device(device)
+    machine = machine or detect()
+    kind = machine_kind(machine, device)
     if (requested == "auto" and previous and previous.get("requested") == "auto"
-            and previous.get("precision") in ("fp32", "bf16", "fp16")
-            and (previous["precision"] != "fp16" or device.type == "cuda")):
+            and previous.get("machine") == kind
+            and previous.get("precision") in ("fp32", "bf16", "fp16")):
         return PrecisionChoice(requested, previous["precision"],
-                               f"as chosen when the run started ({previous.get('reason', '')})")
+                               f"as chosen when the run started ({previous.get('reason', '')})",
+                               machine=kind)
     config = model.config
 
     def probe() -> Probe:
@@ -219,8 +224,17 @@ def resolve_precision(requested: str, *, model: nn.Module, device: torch.device 
             return probe_layer(model.encoder.layers[0], d_model=config.d_model, d_ff=config.d_ff,
                                backward=training, max_len=config.max_len)
 
-    return choose_precision(requested, device=device, machine=machine or detect(), probe=probe,
-                            training=training)
+    choice = choose_precision(requested, device=device, machine=machine, probe=probe,
+                              training=training)
+    return dataclasses.replace(choice, machine=kind)
+
+
+def machine_kind(machine: Machine, device: torch.device) -> str:
+    """What a precision choice depends on: the GPU's name, or the CPU's model and capability."""
+    if device.type == "cuda":
+        gpu = next((d for d in machine.cuda if d.index == (device.index or 0)), None)
+        return gpu.name if gpu is not None else "cuda"
+    return f"{machine.cpu.model}, {machine.cpu.capability}"
 
 
 def for_inference(model: nn.Module, requested: str) -> PrecisionChoice:
