@@ -95,7 +95,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                      "start it (the same command for the first start and every restart)")
     run.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
     add_training_run(run, device_help="auto (default), cpu, cuda or cuda:N",
-                     threads_help="CPU threads for PyTorch")
+                     threads_help="CPU threads for PyTorch (a --resume takes the count the run "
+                     "started with, so it ends bit for bit as a straight run)")
     p.set_defaults(handler=run_train)
 
 
