@@ -56,6 +56,7 @@ import torch
 from torch import nn
 
 from transformer import ModelConfig, Transformer
+from transformer.convert.torch_reference import copy_from_nn_transformer as copy_weights
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpu_check.json"
 PAD, BOS, EOS = 0, 2, 3
@@ -210,38 +211,6 @@ def part_device(ctx: Context, part: Part) -> None:
 
 
 # --- 2. reference -------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def copy_weights(ours: Transformer, ref: nn.Transformer) -> None:
-    """Copy ``ref``'s stacks into ours (as tests/model/test_reference.py does)."""
-
-    def linear(dst: nn.Linear, weight: torch.Tensor, bias: torch.Tensor) -> None:
-        dst.weight.copy_(weight)
-        dst.bias.copy_(bias)
-
-    d = ours.config.d_model
-    for mine, theirs in zip(ours.encoder.layers, ref.encoder.layers, strict=True):
-        linear(mine.self_attn.qkv_proj, theirs.self_attn.in_proj_weight, theirs.self_attn.in_proj_bias)
-        mine.self_attn.out_proj.load_state_dict(theirs.self_attn.out_proj.state_dict())
-        mine.feed_forward.linear1.load_state_dict(theirs.linear1.state_dict())
-        mine.feed_forward.linear2.load_state_dict(theirs.linear2.state_dict())
-        mine.norm1.load_state_dict(theirs.norm1.state_dict())
-        mine.norm2.load_state_dict(theirs.norm2.state_dict())
-    for mine, theirs in zip(ours.decoder.layers, ref.decoder.layers, strict=True):
-        linear(mine.self_attn.qkv_proj, theirs.self_attn.in_proj_weight, theirs.self_attn.in_proj_bias)
-        mine.self_attn.out_proj.load_state_dict(theirs.self_attn.out_proj.state_dict())
-        w, b = theirs.multihead_attn.in_proj_weight, theirs.multihead_attn.in_proj_bias
-        linear(mine.cross_attn.q_proj, w[:d], b[:d])  # W^Q rows, then W^K and W^V rows
-        linear(mine.cross_attn.kv_proj, w[d:], b[d:])
-        mine.cross_attn.out_proj.load_state_dict(theirs.multihead_attn.out_proj.state_dict())
-        mine.feed_forward.linear1.load_state_dict(theirs.linear1.state_dict())
-        mine.feed_forward.linear2.load_state_dict(theirs.linear2.state_dict())
-        for i in (1, 2, 3):
-            getattr(mine, f"norm{i}").load_state_dict(getattr(theirs, f"norm{i}").state_dict())
-    if ours.config.norm_first:
-        ours.encoder.norm.load_state_dict(ref.encoder.norm.state_dict())
-        ours.decoder.norm.load_state_dict(ref.decoder.norm.state_dict())
 
 
 def gradient_pairs(ours: Transformer, ref: nn.Transformer

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from transformer import ModelConfig, Transformer
+from transformer.convert.torch_reference import copy_from_nn_transformer as copy_weights
 
 PAD = 0
 
@@ -31,37 +32,6 @@ def build_pair(norm_first: bool, activation: str = "relu") -> tuple[Transformer,
         ref.decoder.norm = None
     copy_weights(ours, ref)
     return ours, ref
-
-
-def copy_linear(dst: nn.Linear, weight: torch.Tensor, bias: torch.Tensor) -> None:
-    dst.weight.copy_(weight)
-    dst.bias.copy_(bias)
-
-
-@torch.no_grad()
-def copy_weights(ours: Transformer, ref: nn.Transformer) -> None:
-    d = ours.config.d_model
-    for mine, theirs in zip(ours.encoder.layers, ref.encoder.layers, strict=True):
-        copy_linear(mine.self_attn.qkv_proj, theirs.self_attn.in_proj_weight, theirs.self_attn.in_proj_bias)
-        mine.self_attn.out_proj.load_state_dict(theirs.self_attn.out_proj.state_dict())
-        mine.feed_forward.linear1.load_state_dict(theirs.linear1.state_dict())
-        mine.feed_forward.linear2.load_state_dict(theirs.linear2.state_dict())
-        mine.norm1.load_state_dict(theirs.norm1.state_dict())
-        mine.norm2.load_state_dict(theirs.norm2.state_dict())
-    for mine, theirs in zip(ours.decoder.layers, ref.decoder.layers, strict=True):
-        copy_linear(mine.self_attn.qkv_proj, theirs.self_attn.in_proj_weight, theirs.self_attn.in_proj_bias)
-        mine.self_attn.out_proj.load_state_dict(theirs.self_attn.out_proj.state_dict())
-        w, b = theirs.multihead_attn.in_proj_weight, theirs.multihead_attn.in_proj_bias
-        copy_linear(mine.cross_attn.q_proj, w[:d], b[:d])  # W^Q rows, then W^K and W^V rows
-        copy_linear(mine.cross_attn.kv_proj, w[d:], b[d:])
-        mine.cross_attn.out_proj.load_state_dict(theirs.multihead_attn.out_proj.state_dict())
-        mine.feed_forward.linear1.load_state_dict(theirs.linear1.state_dict())
-        mine.feed_forward.linear2.load_state_dict(theirs.linear2.state_dict())
-        for i in (1, 2, 3):
-            getattr(mine, f"norm{i}").load_state_dict(getattr(theirs, f"norm{i}").state_dict())
-    if ours.config.norm_first:
-        ours.encoder.norm.load_state_dict(ref.encoder.norm.state_dict())
-        ours.decoder.norm.load_state_dict(ref.decoder.norm.state_dict())
 
 
 def padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
