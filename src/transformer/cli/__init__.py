@@ -14,6 +14,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from transformer.cli import (
     attention,
@@ -30,7 +31,7 @@ from transformer.cli import (
     translate,
     version,
 )
-from transformer.cli.common import emit_json
+from transformer.cli.common import did_you_mean, emit_json
 from transformer.errors import InputError, RunStopped, WriteError
 
 VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average,
@@ -39,9 +40,27 @@ VERBS = (version, memory, attention, plot, classify, train, demo, translate, eva
 __all__ = ["build_parser", "emit_json", "main"]
 
 
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage error is three lines, not the whole usage: the short usage,
+    the error (a bad choice lists the choices in one line, with a "did you mean") and where the
+    help is. Exit status 2. Subparsers are of the same class (argparse's ``parser_class``)."""
+
+    def error(self, message: str) -> NoReturn:
+        formatter = self._get_formatter()
+        formatter.add_usage(None, self._get_positional_actions(), [])
+        usage = formatter.format_help().strip()
+        usage += " [options]" if len(self._get_optional_actions()) > 1 else ""
+        self.exit(2, f"{usage}\n{self.prog}: error: {message}\nsee `{self.prog} --help`\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is not None and value not in action.choices:
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}; {did_you_mean(value, action.choices)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every verb; a parsed verb carries its ``handler``."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="transformer",
         description='The Transformer of "Attention Is All You Need": train, translate, evaluate, '
         "classify and look inside.",

@@ -7,6 +7,7 @@ import logging
 import sys
 
 from transformer.cli.common import (
+    MODEL_FLAGS,
     RUN_FLAGS,
     add_device_threads,
     add_flags,
@@ -148,7 +149,7 @@ def config_of(args: argparse.Namespace) -> tuple[object, str | None, str | None]
         preset, data = classifier_preset_for(preset=args.preset, data=args.data, train=args.train)
         return classifier_config(preset, overrides(args)), preset, data
 
-    return as_input_error(build)
+    return as_input_error(build, MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS)
 
 
 def run_train(args: argparse.Namespace) -> int:

@@ -51,6 +51,10 @@ TRANSLATION_FLAGS = (
     ("--on-long", "on_long", str, "pairs longer than --max-len: truncate (default) or filter", ()),
 )
 FILE_FLAGS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
+# every flag whose field a configuration error may name (see common.flagged)
+MESSAGE_FLAGS = (MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS,
+                 tuple((f"--{name.replace('_', '-')}", name, str, "", ())
+                       for name in ("data", *FILE_FLAGS)))
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -107,7 +111,8 @@ def config_of(args: argparse.Namespace) -> object:
     changes = overrides(args)
     if "adam_betas" in changes:
         changes["adam_betas"] = tuple(changes["adam_betas"])
-    return as_input_error(lambda: translation_config(args.preset or "small", changes))
+    return as_input_error(lambda: translation_config(args.preset or "small", changes),
+                          *MESSAGE_FLAGS)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -126,7 +131,7 @@ def run_train(args: argparse.Namespace) -> int:
             config = config_of(args)
             summary = as_input_error(lambda: train_or_resume_translation(
                 config, run_dir=args.out or "runs/train", device=args.device,
-                progress=progress(args)))
+                progress=progress(args)), *MESSAGE_FLAGS)
         elif args.resume is not None:
             given = [flag_of(key, MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS)
                      for key in changes if key not in RESUME_FIELDS]
@@ -139,12 +144,12 @@ def run_train(args: argparse.Namespace) -> int:
                 )
             stop = {key: changes.get(key) for key in RESUME_FIELDS}
             summary = as_input_error(lambda: resume_translation(
-                args.resume, device=args.device, progress=progress(args), **stop))
+                args.resume, device=args.device, progress=progress(args), **stop), *MESSAGE_FLAGS)
         else:
             config = config_of(args)
             summary = as_input_error(lambda: start_translation(
                 config, run_dir=args.out or "runs/train", overwrite=args.overwrite,
-                device=args.device, progress=progress(args)))
+                device=args.device, progress=progress(args)), *MESSAGE_FLAGS)
     finally:
         distributed.shutdown()
     if main_rank:
