@@ -33,6 +33,8 @@ BAD = [  # (path, body or raw bytes, status, words the error line must hold)
     ("/v1/translate", {**GOOD, "nbest": 3, "beam": 2}, 422, ["nbest", "beam"]),
     ("/v1/translate", {**GOOD, "length_penalty": -1}, 422, ["length_penalty"]),
     ("/v1/translate", {**GOOD, "colour": "red"}, 422, ["colour", "unknown field"]),
+    ("/v1/translate", {**GOOD, "split": "no"}, 422, ["split", "boolean"]),
+    ("/v1/translate", {**GOOD, "split": 0}, 422, ["split", "boolean"]),
     ("/v1/translate", {"texts": ["one"]}, 422, ["model", "required"]),
     ("/v1/translate", [1, 2], 422, ["body"]),
     ("/v1/classify", {"model": "labels", "texts": []}, 422, ["texts", "empty"]),

@@ -28,6 +28,11 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
                    "this CPU or GPU runs it natively and a short probe decodes faster, else "
                    "fp32; fp32; bf16; int8: the decoder's linear layers with int8 weights "
                    "made once (always on the CPU). Beam scores stay float32")
+    g.add_argument("--no-split", dest="split_sentences", action="store_false",
+                   help="translate each line whole; by default a line is split into sentences "
+                   "(sentencex, in the run's source language), they are translated one by one "
+                   "and joined with a space. Either way a sentence longer than the model's "
+                   "positions is cut at its last comma or space that fits, never truncated")
     add_device_threads(g, device_default="auto", device_help="auto (default), cpu, cuda or cuda:N",
                        threads_help="CPU threads for PyTorch")
 

@@ -41,13 +41,15 @@ def run(args: argparse.Namespace) -> int:
     translator, loaded = translator_of(args)
     result = evaluate_translation(translator, loaded, hyp_out=args.hyp_out, data=args.data,
                                   split=args.split, src=args.src, tgt=args.tgt,
-                                  src_file=args.src_file, ref_file=args.ref_file)
+                                  src_file=args.src_file, ref_file=args.ref_file,
+                                  split_sentences=args.split_sentences)
     opt = translator.options
     if args.json:
         emit_json({"model": str(args.model), "data": result.name, **result.scores.to_dict(),
                    "beam": opt.beam_size, "length_penalty": opt.length_penalty,
                    "max_len_a": opt.max_len_a, "max_len_b": opt.max_len_b,
-                   "hyp_out": args.hyp_out})
+                   "hyp_out": args.hyp_out, "split_sentences": args.split_sentences,
+                   "cut_sentences": result.cut})
     else:
         print(f"{result.name}: {result.scores.sentences} sentences, beam {opt.beam_size}")
         print(result.scores.summary())

@@ -56,7 +56,8 @@ def _prompt() -> Iterator[str]:
 def _lines_of(args: argparse.Namespace, t: Any, number: int) -> list[str]:
     """The output lines of translation ``t`` of input line ``number``."""
     if args.json:
-        item = {"line": number, "translation": t.text, "score": t.score}
+        item = {"line": number, "translation": t.text, "score": t.score,
+                "sentences": t.sentences, "cut_sentences": t.cut}
         if args.nbest:
             item["nbest"] = [{"translation": s, "score": v} for s, v in t.nbest]
         return [json.dumps(item, ensure_ascii=False, sort_keys=True)]
@@ -68,15 +69,19 @@ def _lines_of(args: argparse.Namespace, t: Any, number: int) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    translator, _ = translator_of(args, nbest=args.nbest)
+    from transformer.decoding.paragraphs import languages_of, stream_lines, translate_lines
+
+    translator, loaded = translator_of(args, nbest=args.nbest)
+    src_lang, tgt_lang = languages_of(loaded.config)
+    how = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
     if args.input is not None:
         from transformer.data.parallel import read_lines
 
-        results: Any = translator.translate(read_lines(args.input))
+        results: Any = translate_lines(translator, read_lines(args.input), **how)
     elif sys.stdin.isatty() and args.output is None:  # interactive prompt
-        results = translator.stream(_prompt(), chunk_size=1)
+        results = stream_lines(translator, _prompt(), chunk_size=1, **how)
     else:
-        results = translator.stream(_stdin_lines())
+        results = stream_lines(translator, _stdin_lines(), **how)
 
     if args.output is not None:  # whole output first, then one atomic write
         from transformer.atomic import atomic_write_bytes

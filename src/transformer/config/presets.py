@@ -186,3 +186,17 @@ def classifier_preset_for(*, preset: str | None, data: str | None, train: str | 
     if preset is None and data is not None:
         preset = f"{data}-cpu"
     return preset, data
+
+
+# ``transformer memory`` estimates what ``train`` and ``classify train`` accept: a name of both
+# (tiny) is the translation shape; nsmc-cpu and goemotions-cpu are classifiers
+SHAPE_PRESETS = (*TRANSLATION_PRESETS, *(name for name in CLASSIFIER_PRESETS
+                                        if name not in TRANSLATION_PRESETS))
+
+
+def preset_model(name: str) -> tuple[ModelConfig, bool]:
+    """``(model, classifier)``: the model a run of the preset or recipe ``name`` trains, with the
+    run's vocabulary, and whether that run is a classifier's (encoder only)."""
+    if name in TRANSLATION_PRESETS:
+        return translation_config(name).model, False
+    return classifier_config(name).model, True

@@ -132,19 +132,27 @@ class TranslationScore:
     name: str
     hypotheses: list[str]
     scores: Any  # evaluation.bleu's scores: BLEU, chrF, signatures
+    cut: int = 0  # sentences longer than the model's positions, cut to fit (never truncated)
 
 
 def evaluate_translation(translator: Any, loaded: Any, *, hyp_out: str | None = None,
-                         **test_set: Any) -> TranslationScore:
+                         split_sentences: bool = True, **test_set: Any) -> TranslationScore:
     """Translate the test set (``test_set``: the keywords of :func:`read_test_set`) and score it;
-    with ``hyp_out`` the translations are also written there, atomically."""
+    with ``hyp_out`` the translations are also written there, atomically. Each source line is
+    split into sentences unless ``split_sentences`` is False
+    (:func:`transformer.decoding.paragraphs.translate_lines`)."""
+    from transformer.decoding.paragraphs import languages_of, translate_lines
     from transformer.evaluation.bleu import score_translations
 
     sources, references, name = read_test_set(loaded.config.get("training", {}), **test_set)
-    hypotheses = [t.text for t in translator.translate(sources)]
+    src_lang, tgt_lang = languages_of(loaded.config)
+    found = translate_lines(translator, sources, split=split_sentences, src_lang=src_lang,
+                            tgt_lang=tgt_lang)
+    hypotheses = [t.text for t in found]
     if hyp_out is not None:
         from transformer.atomic import atomic_write_bytes
 
         atomic_write_bytes(hyp_out, "".join(f"{h}\n" for h in hypotheses).encode("utf-8"))
     return TranslationScore(name=name, hypotheses=hypotheses,
-                            scores=score_translations(hypotheses, references))
+                            scores=score_translations(hypotheses, references),
+                            cut=sum(t.cut for t in found))

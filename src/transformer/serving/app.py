@@ -157,12 +157,13 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
         options = model.default_options(beam_size=req.beam, nbest=req.nbest,
                                         length_penalty=req.length_penalty, max_len=req.max_len)
         tokens = model.count_tokens(req.texts)
-        found = await submit_unless_gone(request, batchers[model.name], (list(req.texts), options),
-                                         tokens=tokens)
+        found = await submit_unless_gone(request, batchers[model.name],
+                                         (list(req.texts), options, req.split), tokens=tokens)
         metrics.sentences[model.name] += len(req.texts)
         out = []
         for t in found:
-            row: dict[str, Any] = {"text": t.text, "score": t.score}
+            row: dict[str, Any] = {"text": t.text, "score": t.score, "sentences": t.sentences,
+                                   "cut_sentences": t.cut}
             if req.nbest is not None:
                 row["nbest"] = [{"text": text, "score": score} for text, score in t.nbest]
             out.append(row)

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from transformer.config.choices import INFERENCE_PRECISIONS
-from transformer.decoding.translator import DecodeOptions, Translation, Translator
+from transformer.decoding.paragraphs import LineTranslation, languages_of, translate_lines
+from transformer.decoding.translator import DecodeOptions, Translator
 from transformer.errors import InputError
 from transformer.model_dir import LoadedModel, load_model_dir
 
@@ -73,19 +74,23 @@ class ServedModel:
         tok = self.loaded.src_tokenizer
         return sum(min(len(tok.encode(t)), self.max_tokens) for t in texts if t.strip())
 
-    def translate_batch(self, payloads: Sequence[tuple[list[str], DecodeOptions]]) -> list[list[Translation]]:
-        """Several requests' texts decoded together: requests with equal options share one
-        :meth:`Translator.translate` call; one list of translations per request, in order."""
+    def translate_batch(self, payloads: Sequence[tuple[Any, ...]]) -> list[list[LineTranslation]]:
+        """Several requests' texts decoded together: each payload is ``(texts, options)`` or
+        ``(texts, options, split)`` (split into sentences by default:
+        :func:`~transformer.decoding.paragraphs.translate_lines`); requests with equal options
+        share one translation call; one list of translations per request, in order."""
         assert self.translator is not None
-        groups: dict[DecodeOptions, list[int]] = {}
-        for i, (_, options) in enumerate(payloads):
-            groups.setdefault(options, []).append(i)
-        out: list[list[Translation]] = [[] for _ in payloads]
-        for options, members in groups.items():
+        groups: dict[tuple[DecodeOptions, bool], list[int]] = {}
+        for i, (_, options, *rest) in enumerate(payloads):
+            groups.setdefault((options, bool(rest[0]) if rest else True), []).append(i)
+        src_lang, tgt_lang = languages_of(self.loaded.config)
+        out: list[list[LineTranslation]] = [[] for _ in payloads]
+        for (options, split), members in groups.items():
             translator = copy.copy(self.translator)  # shares the packed decoder
             translator.options = options
             texts = [t for i in members for t in payloads[i][0]]
-            found = translator.translate(texts)
+            found = translate_lines(translator, texts, split=split, src_lang=src_lang,
+                                    tgt_lang=tgt_lang)
             start = 0
             for i in members:
                 n = len(payloads[i][0])

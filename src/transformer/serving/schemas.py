@@ -33,6 +33,7 @@ class TranslateRequest(Request):
     nbest: Annotated[int, Field(ge=1, le=MAX_BEAM)] | None = None
     length_penalty: Annotated[float, Field(ge=0.0, le=10.0)] = 0.6
     max_len: Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS)] | None = None
+    split: bool = True  # each text split into sentences, translated one by one (False: whole)
 
 
 class AttentionRequest(Request):

@@ -1,0 +1,111 @@
+"""Lines that may hold several sentences, translated sentence by sentence: what ``translate``,
+``evaluate`` and ``serve`` do with their input.
+
+    translator = Translator.from_loaded(loaded)
+    src, tgt = languages_of(loaded.config)
+    translate_lines(translator, ["Two dogs run. A cat sleeps.", ""], src_lang=src, tgt_lang=tgt)
+    # -> [LineTranslation("Zwei Hunde rennen. Eine Katze schläft.", sentences=2), LineTranslation("")]
+
+Each line is split into sentences (:func:`~transformer.decoding.sentences.split_sentences`, in the
+source language; ``split=False`` keeps the line whole), a sentence longer than the model's
+positions is cut at its best boundary (:func:`~transformer.decoding.sentences.cut_to_fit`, in
+source tokens) instead of being truncated, the pieces of all lines are translated as one batch
+(the translator groups them by length) and joined back per line with a space ("" for Chinese and
+Japanese targets). Line order and count are kept; an empty line gives an empty translation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from transformer.decoding.sentences import cut_to_fit, joiner, split_sentences
+from transformer.decoding.translator import Translation, Translator
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LineTranslation(Translation):
+    """One input line's translation. ``sentences``: how many it was translated as (0 for an empty
+    line); ``cut``: how many of them were longer than the model's positions and were cut to fit.
+    With several sentences, ``score`` is the sum of theirs and the k-th n-best entry joins their
+    k-th candidates (not a true k-best of the line)."""
+
+    sentences: int = 0
+    cut: int = 0
+
+
+def languages_of(config: Mapping[str, Any]) -> tuple[str, str | None]:
+    """A run's (source, target) languages from its ``config.json``: the source defaults to
+    English (what the splitter falls back to), the target to None (joined with spaces)."""
+    training = config.get("training", {})
+    training = training if isinstance(training, Mapping) else {}
+    src, tgt = training.get("src_lang"), training.get("tgt_lang")
+    return (src if isinstance(src, str) and src else "en"), (tgt if isinstance(tgt, str) else None)
+
+
+def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool = True,
+                    src_lang: str = "en", tgt_lang: str | None = None,
+                    first_line: int = 1) -> list[LineTranslation]:
+    """Translate ``lines`` (each possibly several sentences); one :class:`LineTranslation` per
+    line, in order. A line with a sentence cut to fit gets one warning naming it (numbered from
+    ``first_line``)."""
+    limit = int(translator.model.config.max_len)
+    tokenizer = translator.src_tokenizer
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text))
+
+    units: list[str] = []
+    spans: list[tuple[int, int, int, int]] = []  # (first unit, end unit, sentences, cut)
+    for number, line in enumerate(lines, start=first_line):
+        if split:
+            sentences = split_sentences(line, lang=src_lang)
+        else:
+            sentences = [line.strip()] if line.strip() else []
+        start, cut = len(units), 0
+        for sentence in sentences:
+            pieces = cut_to_fit(sentence, count=count, limit=limit)
+            cut += len(pieces) > 1
+            units.extend(pieces)
+        if cut:
+            log.warning("line %d: %d sentence(s) longer than the model's %d source positions were "
+                        "cut at clause or word boundaries and translated in pieces",
+                        number, cut, limit)
+        spans.append((start, len(units), len(sentences), cut))
+    found = translator.translate(units)
+    glue = joiner(tgt_lang)
+    return [_joined(found[a:b], glue, sentences=n, cut=cut) for a, b, n, cut in spans]
+
+
+def stream_lines(translator: Translator, lines: Iterable[str], *, chunk_size: int | None = None,
+                 **options: Any) -> Iterator[LineTranslation]:
+    """:func:`translate_lines` over an iterable, lazily: ``chunk_size`` lines (default the
+    translator's batch size) are read, translated and yielded, in order, before the next."""
+    size = chunk_size or translator.batch_size
+    number, chunk = 1, []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= size:
+            yield from translate_lines(translator, chunk, first_line=number, **options)
+            number, chunk = number + len(chunk), []
+    if chunk:
+        yield from translate_lines(translator, chunk, first_line=number, **options)
+
+
+def _joined(parts: Sequence[Translation], glue: str, *, sentences: int, cut: int) -> LineTranslation:
+    """The translations of one line's pieces as the line's translation."""
+    if len(parts) <= 1:
+        one = parts[0] if parts else Translation("")
+        return LineTranslation(one.text, one.score, list(one.nbest), sentences=sentences, cut=cut)
+    scores = [p.score for p in parts]
+    score = None if any(s is None for s in scores) else sum(scores)  # type: ignore[arg-type]
+    nbest: list[tuple[str, float]] = []
+    for k in range(max(len(p.nbest) for p in parts)):
+        picks = [p.nbest[min(k, len(p.nbest) - 1)] for p in parts if p.nbest]
+        nbest.append((glue.join(t for t, _ in picks if t), sum(s for _, s in picks)))
+    text = glue.join(p.text for p in parts if p.text)
+    return LineTranslation(text, score, nbest, sentences=sentences, cut=cut)
