@@ -72,6 +72,16 @@ def test_evaluation_figures(number_tokenizer):
     assert "loss" not in result and task.metric == "exact_match"
 
 
+def test_validation_reports_only_the_chosen_metrics(number_tokenizer):
+    references = ["dreihundertfünfundvierzig", "sieben"]
+    task = TranslationTask(tgt_tokenizer=number_tokenizer, bleu_sources=[[5]] * 2,
+                           bleu_references=references, metric="exact_match",
+                           metrics=("exact_match", "chrf"))
+    task.translate = lambda model, sources: list(references)
+    result = task.evaluate(Transformer(ModelConfig.tiny(number_tokenizer.vocab_size)))
+    assert set(result) == {"exact_match", "chrf"} and result["exact_match"] == 1.0
+
+
 def test_no_validation_data_means_no_evaluation(synth):
     assert TranslationTask().evaluate(synth.tiny_model()) is None
 
@@ -79,6 +89,8 @@ def test_no_validation_data_means_no_evaluation(synth):
 def test_bad_task_arguments():
     with pytest.raises(ValueError, match="metric"):
         TranslationTask(metric="rouge")
+    with pytest.raises(ValueError, match="metrics"):
+        TranslationTask(metric="bleu", metrics=("chrf",))
     with pytest.raises(ValueError, match="references"):
         TranslationTask(bleu_sources=[[4]], bleu_references=[])
     with pytest.raises(ValueError, match="tgt_tokenizer"):

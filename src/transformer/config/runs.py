@@ -121,6 +121,7 @@ class TranslationTrainConfig(_RunConfig):
     joint: bool = True
     model_type: str = "bpe"
     byte_fallback: bool = True
+    character_coverage: float = 0.9995  # characters kept as pieces; the rarest become bytes or <unk>
     # model
     preset: str = "small"
     model: ModelConfig = field(default_factory=_translation_model)
@@ -150,6 +151,7 @@ class TranslationTrainConfig(_RunConfig):
     average_last: int = 0  # keep the weights of the last N evaluations; at the end try their mean
     bleu_sample: int = 500  # validation sentences translated for BLEU (0: no BLEU; >= the split: all)
     metric: str = "bleu"  # selects the best model: bleu, chrf or exact_match
+    valid_metrics: tuple[str, ...] = TRANSLATION_METRICS  # what validation scores and logs
     decode_max_len_a: float = 1.5
     decode_max_len_b: int = 10
     seed: int = 0
@@ -181,6 +183,13 @@ class TranslationTrainConfig(_RunConfig):
         if self.average_last == 1 or self.average_last < 0:
             raise ValueError(f"average_last must be 0 (off) or at least 2, got {self.average_last}")
         check_choice("metric", self.metric, TRANSLATION_METRICS)
+        object.__setattr__(self, "valid_metrics", tuple(self.valid_metrics))
+        for name in self.valid_metrics:
+            check_choice("valid_metrics", name, TRANSLATION_METRICS)
+        if self.metric not in self.valid_metrics:
+            raise ValueError(f"metric {self.metric!r} is not among valid_metrics {self.valid_metrics}")
+        if not 0.0 < self.character_coverage <= 1.0:
+            raise ValueError(f"character_coverage must be in (0, 1], got {self.character_coverage}")
         check_choice("precision", self.precision, TRAINING_PRECISIONS)
         self.schedule_for(self.model.d_model)
         self.loop_config()

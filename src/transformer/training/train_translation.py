@@ -131,7 +131,8 @@ def train_translation(
         if info.is_main:
             pair = train_tokenizers(train.src, train.tgt, vocab_size=cfg.vocab_size,
                                     joint=cfg.joint, model_type=cfg.model_type,
-                                    byte_fallback=cfg.byte_fallback, seed=cfg.seed)
+                                    byte_fallback=cfg.byte_fallback,
+                                    character_coverage=cfg.character_coverage, seed=cfg.seed)
         src_tok, tgt_tok = _broadcast_tokenizers(pair) if info.is_distributed else pair
         seed_everything(cfg.seed)  # the model's initial weights depend on the seed alone
         model = build_translation_model(cfg, src_tok, tgt_tok)
@@ -174,7 +175,7 @@ def train_translation(
             bleu_src = [ids[: model_cfg.max_len] for ids in src_tok.encode_batch(sources)]
     task = TranslationTask(
         metric=cfg.metric, tgt_tokenizer=tgt_tok, valid_batches=valid_batches, bleu_sources=bleu_src,
-        bleu_references=bleu_ref, label_smoothing=cfg.label_smoothing, pad_id=PAD_ID,
+        metrics=cfg.valid_metrics, bleu_references=bleu_ref, label_smoothing=cfg.label_smoothing, pad_id=PAD_ID,
         bos_id=BOS_ID, eos_id=EOS_ID, max_len_a=cfg.decode_max_len_a,
         max_len_b=cfg.decode_max_len_b,
     )

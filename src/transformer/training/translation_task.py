@@ -28,6 +28,8 @@ class TranslationTask:
     evaluation also reports chrF and ``exact_match``, the share of hypotheses equal to their
     reference. ``metric`` (one of those three) selects the best model; BLEU by default, but
     exact match for one-word targets such as the number task, where BLEU has no 4-grams to count.
+    ``metrics`` (which must hold ``metric``) are the scores validation reports: the number task
+    leaves BLEU out, as it is 0 whatever the model does.
     """
 
     higher_is_better = True
@@ -36,6 +38,7 @@ class TranslationTask:
         self,
         *,
         metric: str = "bleu",
+        metrics: Sequence[str] = TRANSLATION_METRICS,
         tgt_tokenizer: Any = None,
         valid_batches: Sequence[Batch] = (),
         bleu_sources: Sequence[Sequence[int]] = (),
@@ -56,7 +59,11 @@ class TranslationTask:
             raise ValueError("a tgt_tokenizer is needed to score BLEU")
         if metric not in TRANSLATION_METRICS:
             raise ValueError(f"metric must be one of {TRANSLATION_METRICS}, got {metric!r}")
+        if set(metrics) - set(TRANSLATION_METRICS) or metric not in metrics:
+            raise ValueError(f"metrics must be among {TRANSLATION_METRICS} and hold metric "
+                             f"{metric!r}, got {tuple(metrics)}")
         self.metric = metric
+        self.metrics = tuple(metrics)
         self.tgt_tokenizer = tgt_tokenizer
         self.valid_batches = list(valid_batches)
         self.bleu_sources = [list(s) for s in bleu_sources]
@@ -123,10 +130,13 @@ class TranslationTask:
                 import sacrebleu
 
                 hyps = self.translate(model, self.bleu_sources)
-                result["bleu"] = sacrebleu.corpus_bleu(hyps, [self.bleu_references]).score
-                result["chrf"] = sacrebleu.corpus_chrf(hyps, [self.bleu_references]).score
-                same = sum(h.strip() == r.strip() for h, r in zip(hyps, self.bleu_references, strict=True))
-                result["exact_match"] = same / len(hyps)
+                if "bleu" in self.metrics:
+                    result["bleu"] = sacrebleu.corpus_bleu(hyps, [self.bleu_references]).score
+                if "chrf" in self.metrics:
+                    result["chrf"] = sacrebleu.corpus_chrf(hyps, [self.bleu_references]).score
+                if "exact_match" in self.metrics:
+                    same = sum(h.strip() == r.strip() for h, r in zip(hyps, self.bleu_references, strict=True))
+                    result["exact_match"] = same / len(hyps)
             return result
         finally:
             model.train(was_training)
