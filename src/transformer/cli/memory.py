@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from transformer.cli.common import add_json, add_model_flags, emit_json, overrides
-from transformer.config.choices import POOLING, PRECISIONS, PRESETS
+from transformer.config.choices import POOLING, PRECISIONS
+from transformer.config.presets import SHAPE_PRESETS
 from transformer.errors import InputError
 
 
@@ -19,10 +20,13 @@ def add(sub: argparse._SubParsersAction) -> None:
         "--d-model 768 --vocab-size 50257 --batch-size 8 --tgt-len 1024: 26.68 GB).",
     )
     model = p.add_argument_group("model (a preset, then any field overridden)")
-    model.add_argument("--preset", choices=PRESETS, default="base", help="model shape (default base)")
+    model.add_argument("--preset", choices=SHAPE_PRESETS, default="small",
+                       help="the model of a preset or recipe of train or classify train (default "
+                       "small, as train; nsmc-cpu and goemotions-cpu are classifiers: "
+                       "--encoder-only)")
     add_model_flags(model)
-    model.add_argument("--vocab-size", type=int, default=8000,
-                       help="source and target vocabulary (default 8000)")
+    model.add_argument("--vocab-size", type=int,
+                       help="source and target vocabulary (default: the preset's, 8000 for a shape)")
     model.add_argument("--src-vocab", type=int, help="source vocabulary (default --vocab-size)")
     model.add_argument("--tgt-vocab", type=int, help="target vocabulary (default --vocab-size)")
     model.add_argument("--encoder-only", action="store_true", help="a classifier")
@@ -52,19 +56,21 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from transformer import memory
-    from transformer.config import ModelConfig, apply_overrides
+    from transformer.config import apply_overrides
+    from transformer.config.presets import preset_model
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     changes = {key.removeprefix("model."): value for key, value in overrides(args).items()}
-    src_vocab = args.src_vocab or args.vocab_size
-    tgt_vocab = args.tgt_vocab or args.vocab_size
     try:
-        config = apply_overrides(ModelConfig.preset(args.preset, src_vocab_size=src_vocab,
-                                                    tgt_vocab_size=tgt_vocab), changes)
+        shape, classifier = preset_model(args.preset)
+        vocab = {"src_vocab_size": args.src_vocab or args.vocab_size,
+                 "tgt_vocab_size": args.tgt_vocab or args.vocab_size}
+        vocab = {key: value for key, value in vocab.items() if value is not None}
+        config = apply_overrides(shape, {**vocab, **changes})
         result = memory.memory_job(
             config, batch_size=args.batch_size, max_tokens=args.max_tokens, src_len=args.src_len,
             tgt_len=args.tgt_len, precision=args.precision, device=device,
-            encoder_only=args.encoder_only, num_labels=args.num_labels, pooling=args.pooling,
+            encoder_only=args.encoder_only or classifier, num_labels=args.num_labels, pooling=args.pooling,
             label_smoothing=args.label_smoothing, decoder_only=args.decoder_only,
             decoder_only_d_ff=changes.get("d_ff"), measure=args.measure)
     except ValueError as err:  # a bad flag value or combination
