@@ -52,3 +52,13 @@ def test_evaluate_multi30k_split(run_dir, shared_data, capsys, monkeypatch):
                  "test_2016_flickr", "--beam", "1", "--max-len", "8", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["sentences"] == 1000 and report["data"] == "multi30k/test_2016_flickr.en-de"
+
+
+def test_evaluate_counts_lines_with_unknown_pieces(cli, run_dir, tmp_path, capsys, caplog):
+    src = cli.write(tmp_path / "src.txt", ["twenty one", "three € hundred", "five ¤"])
+    ref = cli.write(tmp_path / "ref.txt", ["einundzwanzig", "dreihundert", "fünf"])
+    assert main(["evaluate", "--model", str(run_dir), "--src-file", str(src), "--ref-file",
+                 str(ref), "--beam", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unknown_lines"] == 2
+    warned = [r.getMessage() for r in caplog.records if "vocabulary" in r.getMessage()]
+    assert len(warned) == 2 and "line 2" in warned[0] and "line 3" in warned[1]

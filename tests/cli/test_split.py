@@ -46,7 +46,8 @@ def test_a_too_long_sentence_is_cut_counted_and_warned(cli, run_dir, tmp_path, c
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["cut_sentences"] for r in rows] == [0, 1, 0, 1]
     assert [r["sentences"] for r in rows] == [1, 1, 0, 2] and rows[1]["translation"]
-    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"
+                and "not in the model's vocabulary" not in r.getMessage()]  # LONG's commas
     assert len(warnings) == 2 and warnings[0].startswith("line 2:") and "line 4:" in warnings[1]
     assert not any("were cut" in w and "longer than" in w and "source sentences" in w for w in warnings)
 

@@ -131,3 +131,40 @@ def test_interactive_prompt(run_dir, capsys, monkeypatch):
     assert main(["translate", "--model", str(run_dir), "--beam", "1"]) == 0
     answers = capsys.readouterr().out.split("\n")[:-1]
     assert len(answers) == 3 and answers[1] == "" and answers[0] and answers[2]
+
+
+def test_translate_takes_sentences_as_arguments(cli, run_dir, tmp_path, capsys, monkeypatch):
+    lines = ["twenty one", "three hundred five", ""]
+    src = cli.write(tmp_path / "in.txt", lines)
+    assert main(["translate", "--model", str(run_dir), "-i", str(src), "--beam", "1"]) == 0
+    from_file = capsys.readouterr().out
+
+    class Unreadable:  # standard input must not be read when sentences are given
+        def isatty(self) -> bool:
+            return False
+
+        @property
+        def buffer(self):
+            raise AssertionError("stdin was read")
+
+    monkeypatch.setattr(sys, "stdin", Unreadable())
+    assert main(["translate", "--model", str(run_dir), *lines, "--beam", "1"]) == 0
+    assert capsys.readouterr().out == from_file and from_file.count("\n") == 3
+    assert main(["translate", "--model", str(run_dir), "-i", str(src), "five"]) == 2
+    assert "-i" in cli.one_line_error(capsys)
+
+
+def test_translate_warns_of_pieces_the_vocabulary_lacks(cli, run_dir, tmp_path, capsys, caplog):
+    lines = ["twenty one", "three € hundred", "five", "seven € and ¤ and €"]
+    src = cli.write(tmp_path / "in.txt", lines)
+    assert main(["translate", "--model", str(run_dir), "-i", str(src), "--beam", "1",
+                 "--json"]) == 0
+    items = [json.loads(x) for x in capsys.readouterr().out.split("\n")[:-1]]
+    assert [i["unknown_pieces"] for i in items] == [0, 1, 0, 3]
+    warned = [r.getMessage() for r in caplog.records if "vocabulary" in r.getMessage()]
+    assert len(warned) == 2, warned  # one line per input line that has unknown pieces
+    assert "line 2" in warned[0] and "'€'" in warned[0] and str(src) in warned[0]
+    assert "line 4" in warned[1] and "'¤'" in warned[1]
+    caplog.clear()
+    assert main(["translate", "--model", str(run_dir), "--beam", "1", "three € hundred"]) == 0
+    assert len([r for r in caplog.records if "vocabulary" in r.getMessage()]) == 1

@@ -43,7 +43,9 @@ def test_encode_has_no_bos_eos_and_decode_skips_specials(joint: Tokenizer) -> No
     ids = joint.encode("A little girl")
     assert ids and not {PAD_ID, BOS_ID, EOS_ID} & set(ids)
     assert joint.decode([BOS_ID, *ids, EOS_ID, PAD_ID, PAD_ID]) == "A little girl"
-    assert joint.decode([UNK_ID]) == ""
+    # an unknown piece is shown, never dropped in silence, unless asked
+    assert joint.decode([*ids, UNK_ID]) == "A little girl ⁇ "  # SentencePiece's " ⁇ "
+    assert joint.decode([*ids, UNK_ID], unknown=False) == "A little girl"
     assert joint.encode_batch(["A little girl", "Ein Mann"]) == [ids, joint.encode("Ein Mann")]
     assert joint.encode_batch([]) == []
 

@@ -105,3 +105,15 @@ def test_translate_ids_are_the_ids_translate_detokenizes(copy_model, beam_size):
     got = ids_only.translate_ids([tok.encode(line) for line in lines])
     assert [tok.decode(ids) for ids in got] == [t.text for t in with_tok.translate(lines)]
     assert got == [ids_only.translate_ids([tok.encode(line)])[0] for line in lines]
+
+
+def test_an_unknown_output_piece_is_shown_not_dropped(copy_model, monkeypatch):
+    from transformer.data.tokenizer import UNK_ID, Tokenizer
+
+    tok = Tokenizer.train(["zwei drei vier", "elf zwölf"] * 20, vocab_size=40, byte_fallback=False)
+    translator = Translator(copy_model, tok, tok, bos_id=2, eos_id=3,
+                            options=DecodeOptions(beam_size=1))
+    ids = [*tok.encode("zw"), UNK_ID, *tok.encode("lf")]
+    monkeypatch.setattr(translator, "_decode", lambda sources: [[(ids, None)] for _ in sources])
+    text = translator.translate(["elf"])[0].text
+    assert "⁇" in text and text.replace(" ", "") == "zw⁇lf"  # SentencePiece's " ⁇ "

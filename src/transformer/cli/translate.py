@@ -18,14 +18,18 @@ log = logging.getLogger("transformer")
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "translate",
-        help="translate lines from stdin, a file, or an interactive prompt",
-        description="Translate one sentence per line with a model directory. Reads standard input "
-        "(or -i FILE) and writes one translation per input line, in input order (empty input line: "
-        "empty output line); with a terminal on standard input, an interactive prompt. With "
-        "--nbest K, each input gives K lines 'LINE<tab>SCORE<tab>TRANSLATION'; with --json, one "
-        "JSON object per input line.",
+        help="translate sentences given as arguments, or lines from stdin, a file or a prompt",
+        description="Translate one sentence per line with a model directory. Translates the "
+        "SENTENCE arguments (one output line each; standard input is then not read), else reads "
+        "standard input (or -i FILE) and writes one translation per input line, in input order "
+        "(empty input line: empty output line); with a terminal on standard input, an "
+        "interactive prompt. With --nbest K, each input gives K lines "
+        "'LINE<tab>SCORE<tab>TRANSLATION'; with --json, one JSON object per input line. A line with characters the model's vocabulary lacks gets a "
+        "warning on standard error (in --json: unknown_pieces); they come out as ⁇.",
     )
     p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    p.add_argument("sentences", nargs="*", metavar="SENTENCE",
+                   help="sentences to translate (quote each); not with -i")
     p.add_argument("-i", "--input", metavar="FILE", help="read sentences from FILE (.gz ok)")
     p.add_argument("-o", "--output", metavar="FILE", help="write translations to FILE (atomically)")
     p.add_argument("--nbest", type=int, help="print the K best translations of each sentence")
@@ -53,11 +57,13 @@ def _prompt() -> Iterator[str]:
             return
 
 
-def _lines_of(args: argparse.Namespace, t: Any, number: int) -> list[str]:
-    """The output lines of translation ``t`` of input line ``number``."""
+def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0) -> list[str]:
+    """The output lines of translation ``t`` of input line ``number`` (which has ``unknown``
+    pieces the vocabulary lacks)."""
     if args.json:
         item = {"line": number, "translation": t.text, "score": t.score,
                 "sentences": t.sentences, "cut_sentences": t.cut}
+        item["unknown_pieces"] = unknown
         if args.nbest:
             item["nbest"] = [{"translation": s, "score": v} for s, v in t.nbest]
         return [json.dumps(item, ensure_ascii=False, sort_keys=True)]
@@ -69,29 +75,40 @@ def _lines_of(args: argparse.Namespace, t: Any, number: int) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from transformer.decoding.unknown import UnknownPieces
+
+    if args.sentences and args.input is not None:
+        raise InputError("give sentences as arguments or -i FILE, not both")
     from transformer.decoding.paragraphs import languages_of, stream_lines, translate_lines
 
     translator, loaded = translator_of(args, nbest=args.nbest)
     src_lang, tgt_lang = languages_of(loaded.config)
     how = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
+    source = args.input or ("argument" if args.sentences else "<stdin>")
+    unknown = UnknownPieces(translator.src_tokenizer, source=source)
     if args.input is not None:
         from transformer.data.parallel import read_lines
 
-        results: Any = translate_lines(translator, read_lines(args.input), **how)
+        sources = list(unknown.watch(read_lines(args.input)))
+        results: Any = translate_lines(translator, sources, **how)
+    elif args.sentences:
+        results = translate_lines(translator, list(unknown.watch(args.sentences)), **how)
     elif sys.stdin.isatty() and args.output is None:  # interactive prompt
-        results = stream_lines(translator, _prompt(), chunk_size=1, **how)
+        results = stream_lines(translator, unknown.watch(_prompt()), chunk_size=1, **how)
     else:
-        results = stream_lines(translator, _stdin_lines(), **how)
+        results = stream_lines(translator, unknown.watch(_stdin_lines()), **how)
 
     if args.output is not None:  # whole output first, then one atomic write
         from transformer.atomic import atomic_write_bytes
 
-        out = [line for n, t in enumerate(results, start=1) for line in _lines_of(args, t, n)]
+        out = [line for n, t in enumerate(results, start=1) for line in
+               _lines_of(args, t, n, unknown.lines.get(n, 0))]
         atomic_write_bytes(args.output, "".join(f"{line}\n" for line in out).encode("utf-8"))
         log.info("wrote %d lines to %s", len(out), args.output)
     else:
         for n, t in enumerate(results, start=1):
-            sys.stdout.write("".join(f"{line}\n" for line in _lines_of(args, t, n)))
+            lines = _lines_of(args, t, n, unknown.lines.get(n, 0))
+            sys.stdout.write("".join(f"{line}\n" for line in lines))
             sys.stdout.flush()
     if translator.truncated:
         log.warning("%d source sentences were longer than the model's %d positions and were cut",

@@ -17,7 +17,7 @@ The data readers strip each line of surrounding whitespace before encoding, so a
 comes back as ``line.strip()``. SentencePiece itself writes spaces as U+2581 (``▁``) and would
 decode a literal U+2581 as a space; :meth:`Tokenizer.encode` encodes a literal U+2581 as its three UTF-8 bytes instead, so it
 round-trips too. (With ``byte_fallback=False``, characters outside the vocabulary become
-``<unk>`` and are lost.)
+``<unk>``, which :meth:`Tokenizer.decode` shows as SentencePiece's ``⁇``.)
 
 A translation model's source/target pair (joint or not) and its ``tokenizer/`` folder are in
 :mod:`transformer.data.tokenizer_pair`.
@@ -57,7 +57,7 @@ class Tokenizer:
     """A SentencePiece model with the project's fixed special ids.
 
     Make one with :meth:`train`, :meth:`load` or :meth:`from_bytes`. ``encode`` gives ids without
-    BOS/EOS; ``decode`` skips the special ids. Picklable (for DataLoader workers).
+    BOS/EOS; ``decode`` skips PAD, BOS and EOS. Picklable (for DataLoader workers).
     """
 
     def __init__(self, model_proto: bytes, *, source: str = "<memory>") -> None:
@@ -233,20 +233,23 @@ class Tokenizer:
                 i += 1
         return out
 
-    def decode(self, ids: Iterable[int]) -> str:
-        """The text of ``ids`` (a list or a 1-D tensor), skipping PAD, UNK, BOS and EOS.
+    def decode(self, ids: Iterable[int], *, unknown: bool = True) -> str:
+        """The text of ``ids`` (a list or a 1-D tensor), skipping PAD, BOS and EOS. UNK shows as
+        SentencePiece's `` ⁇ `` (spaces included), so that nothing is lost in silence;
+        ``unknown=False`` drops it instead.
 
         Raises ValueError naming an id outside ``[0, vocab_size)``.
         """
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         size = self.vocab_size
+        skipped = SPECIAL_IDS if not unknown else SPECIAL_IDS - {UNK_ID}
         kept: list[int] = []
         for i in ids:
             i = int(i)
             if not 0 <= i < size:
                 raise ValueError(f"token id {i} is outside the vocabulary [0, {size})")
-            if i not in SPECIAL_IDS:
+            if i not in skipped:
                 kept.append(i)
         return self._sp.decode(kept)
 

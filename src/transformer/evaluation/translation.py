@@ -132,6 +132,7 @@ class TranslationScore:
     name: str
     hypotheses: list[str]
     scores: Any  # evaluation.bleu's scores: BLEU, chrF, signatures
+    unknown_lines: int = 0  # source lines with pieces the model's vocabulary lacks (warned about)
     cut: int = 0  # sentences longer than the model's positions, cut to fit (never truncated)
 
 
@@ -142,9 +143,13 @@ def evaluate_translation(translator: Any, loaded: Any, *, hyp_out: str | None = 
     split into sentences unless ``split_sentences`` is False
     (:func:`transformer.decoding.paragraphs.translate_lines`)."""
     from transformer.decoding.paragraphs import languages_of, translate_lines
+    from transformer.decoding.unknown import UnknownPieces
     from transformer.evaluation.bleu import score_translations
 
     sources, references, name = read_test_set(loaded.config.get("training", {}), **test_set)
+    unknown = UnknownPieces(translator.src_tokenizer, source=test_set.get("src_file") or name)
+    for number, line in enumerate(sources, start=1):
+        unknown.check(number, line)
     src_lang, tgt_lang = languages_of(loaded.config)
     found = translate_lines(translator, sources, split=split_sentences, src_lang=src_lang,
                             tgt_lang=tgt_lang)
@@ -153,6 +158,6 @@ def evaluate_translation(translator: Any, loaded: Any, *, hyp_out: str | None = 
         from transformer.atomic import atomic_write_bytes
 
         atomic_write_bytes(hyp_out, "".join(f"{h}\n" for h in hypotheses).encode("utf-8"))
-    return TranslationScore(name=name, hypotheses=hypotheses,
+    return TranslationScore(name=name, hypotheses=hypotheses, unknown_lines=len(unknown.lines),
                             scores=score_translations(hypotheses, references),
                             cut=sum(t.cut for t in found))
