@@ -95,12 +95,19 @@ def test_missing_training_file_exit_2(cli, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags", [["--max-steps", "0"], ["--precision", "fp16", "--device", "cpu"],
-                                   ["--device", "gpu"],
-                                   ["--schedule", "cosine"], ["--metric", "rouge"]])
+                                   ["--device", "gpu"]])
 def test_bad_values_exit_2(cli, number_files, tmp_path, capsys, flags):
     assert main(["train", *cli.data_flags(number_files), *cli.TINY, "--max-steps", "1", *flags,
                  "--out", str(tmp_path / "run")]) == 2
     cli.error_line(capsys)
+
+
+@pytest.mark.parametrize("flags", [["--schedule", "cosine"], ["--metric", "rouge"]])
+def test_bad_choices_are_usage_errors(cli, number_files, tmp_path, capsys, flags):
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", *cli.data_flags(number_files), *cli.TINY, *flags])
+    assert exit_.value.code == 2
+    assert f"argument {flags[0]}: invalid choice" in capsys.readouterr().err
 
 
 def test_resume_drops_snapshots_newer_than_the_checkpoint(cli, number_files, tmp_path, capsys):

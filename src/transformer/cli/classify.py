@@ -19,19 +19,30 @@ from transformer.cli.common import (
     overrides,
     set_threads,
 )
-from transformer.config.choices import CLASSIFIER_CORPORA, POOLING
+from transformer.config.choices import (
+    CLASSIFIER_CORPORA,
+    CLASSIFIER_SCHEDULES,
+    POOLING,
+    POS_WEIGHTS,
+    TOKENIZER_TYPES,
+)
+from transformer.config.presets import CLASSIFIER_PRESETS
 from transformer.errors import InputError
 
 log = logging.getLogger("transformer")
 
 # flags of the classifier run only: flag, key, type, help, old spellings
 CLASSIFIER_FLAGS = (
-    ("--tokenizer", "tokenizer_type", str,
-     "SentencePiece model type: bpe, unigram, char or word (default: the preset's)", ()),
+    ("--lr", "lr", float, "the peak learning rate (default: the preset's)", ()),
+    ("--schedule", "schedule", CLASSIFIER_SCHEDULES, "learning-rate schedule after the linear "
+     "warmup (default: the preset's)", ()),
+    ("--tokenizer", "tokenizer_type", TOKENIZER_TYPES,
+     "SentencePiece model type (default: the preset's)", ()),
     ("--character-coverage", "character_coverage", float, "SentencePiece character coverage", ()),
-    ("--pooling", "pooling", POOLING, "mean or cls", ()),
+    ("--pooling", "pooling", POOLING, "the text's vector: the mean of the encoder's outputs or "
+     "the CLS position's", ()),
     ("--batch-tokens", "batch_tokens", int, "padded positions per batch", ()),
-    ("--pos-weight", "pos_weight", str, "multi-label positive weights: none or sqrt", ()),
+    ("--pos-weight", "pos_weight", POS_WEIGHTS, "multi-label positive weights", ()),
 )
 
 
@@ -88,7 +99,8 @@ def add(sub: argparse._SubParsersAction) -> None:
         "and thresholds, model.safetensors, tokenizer/, metrics.jsonl, results.json). --data nsmc "
         "holds out a validation and a test split of the training file; --data goemotions holds out "
         "a validation split of train (for model selection and thresholds) and reports dev. Presets: "
-        "tiny, nsmc-cpu, goemotions-cpu (each 30 minutes on a 2-core CPU); flags override them.",
+        "tiny (a smoke test: seconds), nsmc-cpu and goemotions-cpu (each at most 30 minutes on a "
+        "2-core CPU); flags override them.",
     )
     src = t.add_argument_group("data")
     src.add_argument("--data", type=str.lower, choices=CLASSIFIER_CORPORA, help="a corpus by name")
@@ -104,8 +116,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--split-seed", type=int, help="seed of the held-out splits (default 1234)")
     t.add_argument("--out", required=True, metavar="RUN_DIR", help="model directory to write")
     t.add_argument("--overwrite", action="store_true", help="replace a model already in RUN_DIR")
-    t.add_argument("--preset", metavar="NAME", help="tiny, nsmc-cpu or goemotions-cpu (default: "
-                   "DATA-cpu for --data, else the built-in defaults)")
+    t.add_argument("--preset", choices=tuple(CLASSIFIER_PRESETS),
+                   help="default: DATA-cpu for --data, else the built-in defaults")
     hyper = t.add_argument_group("model and training (override the preset)")
     add_model_flags(hyper, decoder=False)
     add_flags(hyper, (*RUN_FLAGS, *CLASSIFIER_FLAGS))

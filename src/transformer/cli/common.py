@@ -53,13 +53,10 @@ MODEL_FLAGS: tuple[Flag, ...] = (
 )
 DECODER_ONLY_FLAGS = ("--decoder-layers", "--share-embeddings", "--tie-embeddings")
 
-# flags of both training verbs (train and classify train)
+# flags of both training verbs (train and classify train); each has its own --lr and --schedule
 RUN_FLAGS: tuple[Flag, ...] = (
     ("--vocab-size", "vocab_size", int, f"SentencePiece vocabulary size {_PRESET}", ()),
-    ("--lr", "lr", float, f"the peak learning rate (noam: unused, see --lr-scale) {_PRESET}", ()),
     ("--warmup", "warmup", int, f"warmup updates {_PRESET}", ()),
-    ("--schedule", "schedule", str, "learning-rate schedule: noam, inverse_sqrt or constant "
-     "(train), inverse_sqrt or linear (classify) " + _PRESET, ()),
     ("--weight-decay", "weight_decay", float, "decoupled weight decay, AdamW (default 0: Adam)", ()),
     ("--label-smoothing", "label_smoothing", float, f"epsilon_ls {_PRESET}", ()),
     ("--clip-norm", "clip_norm", float, "gradient-norm clipping, 0 turns it off (default 1)", ()),
@@ -99,7 +96,12 @@ def add_flags(group: Any, flags: Iterable[Flag], *, skip: Iterable[str] = ()) ->
 
 def add_model_flags(group: Any, *, decoder: bool = True) -> None:
     """The model's shape flags (without the decoder's for an encoder-only verb)."""
-    add_flags(group, MODEL_FLAGS, skip=() if decoder else DECODER_ONLY_FLAGS)
+    if decoder:
+        add_flags(group, MODEL_FLAGS)
+        return
+    encoder = "the encoder's layers, N (default: the preset's); --encoder-layers wins"
+    add_flags(group, [(flag, key, kind, encoder if flag == "--layers" else text, aliases)
+                      for flag, key, kind, text, aliases in MODEL_FLAGS], skip=DECODER_ONLY_FLAGS)
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -19,17 +19,28 @@ from transformer.cli.common import (
     progress,
     set_threads,
 )
-from transformer.config.choices import PRESETS, TRANSLATION_CORPORA
+from transformer.config.choices import (
+    ON_LONG,
+    PRESETS,
+    TOKENIZER_TYPES,
+    TRANSLATION_CORPORA,
+    TRANSLATION_METRICS,
+    TRANSLATION_SCHEDULES,
+)
 from transformer.config.presets import TRANSLATION_PRESETS
 from transformer.config.runs import RESUME_FIELDS
 from transformer.errors import InputError
 
 # flags of the translation run only: flag, key, type, help, old spellings
 TRANSLATION_FLAGS = (
+    ("--lr", "lr", float, "the peak learning rate of inverse_sqrt and constant (noam: unused, see "
+     "--lr-scale; default: the preset's)", ()),
+    ("--schedule", "schedule", TRANSLATION_SCHEDULES,
+     "learning-rate schedule (default: the preset's)", ()),
     ("--src", "src_lang", str, "source language of --data (default en)", ()),
     ("--tgt", "tgt_lang", str, "target language of --data (default de)", ()),
-    ("--tokenizer", "model_type", str,
-     "SentencePiece model type: bpe (default), unigram, char or word", ("--model-type",)),
+    ("--tokenizer", "model_type", TOKENIZER_TYPES, "SentencePiece model type (default bpe)",
+     ("--model-type",)),
     ("--max-tokens", "max_tokens", int,
      "tokens per micro-batch and process, padding included (default: the preset's)", ()),
     ("--accumulate", "accumulate", int, "micro-batches per optimizer update (default 1)", ()),
@@ -47,8 +58,9 @@ TRANSLATION_FLAGS = (
     ("--average-last", "average_last", int, "keep the weights of the last N validations "
      "(RUN_DIR/snapshots/); at the end their average replaces the model if it validates better",
      ()),
-    ("--metric", "metric", str, "selects the best model: bleu (default), chrf or exact_match", ()),
-    ("--on-long", "on_long", str, "pairs longer than --max-len: truncate (default) or filter", ()),
+    ("--metric", "metric", TRANSLATION_METRICS, "selects the best model (default bleu)", ()),
+    ("--on-long", "on_long", ON_LONG, "pairs longer than --max-len: truncate (default) or filter",
+     ()),
 )
 FILE_FLAGS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 # every flag whose field a configuration error may name (see common.flagged)
