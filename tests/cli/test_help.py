@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 
 import pytest
 
@@ -84,3 +85,22 @@ def test_every_choice_flag_shows_its_choices():
 def test_classify_train_gives_each_preset_its_own_time():
     text = PARSERS["classify train"].description
     assert "tiny (a smoke test" in text and "each 30 minutes" not in text
+
+
+WORKFLOWS = {"train": ("demo", "train", "classify", "average", "memory"),
+             "use": ("translate", "evaluate"), "look inside": ("attention", "plot"),
+             "serve": ("serve",), "convert": ("import", "export")}
+
+
+def test_top_level_help_lists_the_verbs_by_workflow_with_an_example_each():
+    parser = PARSERS[""]
+    verbs = list(next(action for action in parser._actions  # noqa: SLF001
+                      if isinstance(action, argparse._SubParsersAction)).choices)  # noqa: SLF001
+    in_order = [verb for group in WORKFLOWS.values() for verb in group]
+    assert verbs[:len(in_order)] == in_order and set(verbs) - set(in_order) == {"version"}
+    text = parser.format_help()
+    examples = re.findall(r"^  (\S+(?: \S+)?) +(transformer .+)$", text, re.MULTILINE)
+    assert [group for group, _ in examples] == list(WORKFLOWS)
+    for group, example in examples:
+        args = parser.parse_args(shlex.split(example)[1:])  # a usage error exits: the test fails
+        assert args.verb in WORKFLOWS[group], example

@@ -34,8 +34,21 @@ from transformer.cli import (
 from transformer.cli.common import did_you_mean, emit_json
 from transformer.errors import InputError, RunStopped, WriteError
 
-VERBS = (version, memory, attention, plot, classify, train, demo, translate, evaluate, average,
-         imports, export, serve)
+# in workflow order: train, use, look inside, serve, convert (as the help's epilog groups them)
+VERBS = (demo, train, classify, average, memory, translate, evaluate, attention, plot, serve,
+         imports, export, version)
+EPILOG = """\
+workflows (one example each; `transformer VERB --help` for the rest):
+  train        transformer train --preset multi30k-cpu --threads 2 --out runs/m30k
+               also: demo (a small model in minutes), classify train, average, memory
+  use          transformer translate --model runs/m30k "A man is riding a bike."
+               also: evaluate (BLEU, chrF), classify predict, classify evaluate
+  look inside  transformer attention --model runs/m30k "A man is riding a bike."
+               also: plot positional, plot curves
+  serve        transformer serve --model runs/m30k --port 8000
+  convert      transformer export ctranslate2 --model runs/m30k --out m30k-ct2
+               also: export huggingface, import marian
+"""
 
 __all__ = ["build_parser", "emit_json", "main"]
 
@@ -62,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of every verb; a parsed verb carries its ``handler``."""
     parser = Parser(
         prog="transformer",
-        description='The Transformer of "Attention Is All You Need": train, translate, evaluate, '
+        description='The Transformer of "Attention Is All You Need": train, translate, evaluate,\n'
         "classify and look inside.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
