@@ -30,18 +30,32 @@ def _seed_and_threads() -> None:
     torch.manual_seed(0)
 
 
-@pytest.fixture(autouse=True)
-def _steady_precision(request, monkeypatch) -> None:
+def _slow_bf16(*args, **kwargs):
+    from transformer.precision import Probe
+
+    return Probe(fp32_ms=1.0, bf16_ms=2.0, tokens=1, backward=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _steady_precision():
     """``precision="auto"`` without its timing probe: the probe reports bf16 slower, so auto runs
     fp32 on every machine and two calls in one test never choose differently by timing noise.
-    Tests of the probe itself are marked ``real_probe`` (tests/test_precision.py); a test that
-    runs the command line in a subprocess pins ``--precision`` where it compares runs."""
-    if request.node.get_closest_marker("real_probe"):
-        return
+    Session-wide, so session fixtures (a served model) are steadied too. Tests of the probe itself
+    are marked ``real_probe`` (tests/test_precision.py); a test that runs the command line in a
+    subprocess pins ``--precision`` where it compares runs."""
     from transformer import precision
 
-    def slow(*args, **kwargs) -> precision.Probe:
-        return precision.Probe(fp32_ms=1.0, bf16_ms=2.0, tokens=1, backward=False)
+    real = {"probe_layer": precision.probe_layer, "probe_decoding": precision.probe_decoding}
+    with pytest.MonkeyPatch.context() as patch:
+        for name in real:
+            patch.setattr(precision, name, _slow_bf16)
+        yield real
 
-    monkeypatch.setattr(precision, "probe_layer", slow)
-    monkeypatch.setattr(precision, "probe_decoding", slow)
+
+@pytest.fixture(autouse=True)
+def _real_probe_when_marked(request, monkeypatch, _steady_precision) -> None:
+    if request.node.get_closest_marker("real_probe"):
+        from transformer import precision
+
+        for name, function in _steady_precision.items():
+            monkeypatch.setattr(precision, name, function)
