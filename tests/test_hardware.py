@@ -34,6 +34,11 @@ MACHINES = [
     ("Zen 4 forced down to AVX2",
      cpu(capability="AVX2", flags=("avx2", "avx512f", "avx512_bf16", "avx512_vnni")),
      False, False, "x86"),
+    # ATen held to AVX2 while oneDNN still offers bf16: ATen's own bf16 kernels (softmax, norms)
+    # would run emulated, so not native either
+    ("Zen 4 with only ATen forced down",
+     cpu(capability="AVX2", flags=("avx2", "avx512f", "avx512_bf16", "avx512_vnni"),
+         mkldnn_bf16=True), False, False, "x86"),
     ("an x86 build with fbgemm only", cpu(engines=("fbgemm",)), False, False, "fbgemm"),
     ("ARM with bf16 and i8mm (Graviton 3)",
      cpu(arch="aarch64", capability="SVE256", flags=("asimd", "sve", "bf16", "i8mm"),

@@ -133,9 +133,8 @@ def probe_layer(layer: nn.Module, *, d_model: int, d_ff: int, backward: bool, ma
     length = max(1, min(32, max_len, tokens))
     x = torch.randn(max(1, tokens // length), length, d_model)
 
-    def run(dtype: torch.dtype | None) -> float:
-        start = clock()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is not None):
+    def run(bf16: bool) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             if backward:
                 y = layer(x.requires_grad_())[0]
             else:
@@ -143,18 +142,31 @@ def probe_layer(layer: nn.Module, *, d_model: int, d_ff: int, backward: bool, ma
                     y = layer(x)[0]
         if backward:
             y.float().sum().backward()
+
+    fp32_ms, bf16_ms = _best_alternating(lambda: run(False), lambda: run(True), repeats=repeats,
+                                         clock=clock)
+    layer.zero_grad(set_to_none=True)
+    return Probe(fp32_ms=fp32_ms, bf16_ms=bf16_ms, tokens=x.shape[0] * length, backward=backward)
+
+
+def _best_alternating(fp32: Callable[[], None], bf16: Callable[[], None], *, repeats: int,
+                      clock: Callable[[], float]) -> tuple[float, float]:
+    """The best of up to ``repeats`` alternating runs of each, in ms, after one warm-up run each
+    (first calls build kernels and caches); no further pair once ``PROBE_SECONDS`` have passed."""
+
+    def timed(run: Callable[[], None]) -> float:
+        start = clock()
+        run()
         return (clock() - start) * 1e3
 
     begin = clock()
-    run(None), run(torch.bfloat16)  # warm-up: first calls build kernels and caches
-    fp32: list[float] = []
-    bf16: list[float] = []
-    while len(fp32) < repeats and (not fp32 or clock() - begin < PROBE_SECONDS):
-        fp32.append(run(None))
-        bf16.append(run(torch.bfloat16))
-    layer.zero_grad(set_to_none=True)
-    return Probe(fp32_ms=min(fp32), bf16_ms=min(bf16), tokens=x.shape[0] * length,
-                 backward=backward)
+    timed(fp32), timed(bf16)
+    high: list[float] = []
+    low: list[float] = []
+    while len(high) < repeats and (not high or clock() - begin < PROBE_SECONDS):
+        high.append(timed(fp32))
+        low.append(timed(bf16))
+    return min(high), min(low)
 
 
 def probe_decoding(model: nn.Module, *, sentences: int = 16, length: int = 16, steps: int = 8,
@@ -171,27 +183,21 @@ def probe_decoding(model: nn.Module, *, sentences: int = 16, length: int = 16, s
     generator = torch.Generator().manual_seed(0)
     src = torch.randint(4, config.src_vocab_size, (sentences, length), generator=generator)
 
-    def run(m: nn.Module, decoder: Any) -> float:
-        start = clock()
+    def run(m: nn.Module, decoder: Any) -> None:
         greedy_decode(m, src, bos_id=1, eos_id=2, max_len=steps, min_len=steps,  # all steps
                       decoder=decoder)
-        return (clock() - start) * 1e3
 
     was_training = model.training
     model.eval()
     try:
         # the decoders are made once, as a translator makes them (weights packed once)
         high_decoder, low_decoder = decoder_for(model), decoder_for(low)
-        begin = clock()
-        run(model, high_decoder), run(low, low_decoder)
-        fp32: list[float] = []
-        bf16: list[float] = []
-        while len(fp32) < repeats and (not fp32 or clock() - begin < PROBE_SECONDS):
-            fp32.append(run(model, high_decoder))
-            bf16.append(run(low, low_decoder))
+        fp32_ms, bf16_ms = _best_alternating(lambda: run(model, high_decoder),
+                                             lambda: run(low, low_decoder), repeats=repeats,
+                                             clock=clock)
     finally:
         model.train(was_training)
-    return Probe(fp32_ms=min(fp32), bf16_ms=min(bf16), tokens=sentences * steps, backward=False)
+    return Probe(fp32_ms=fp32_ms, bf16_ms=bf16_ms, tokens=sentences * steps, backward=False)
 
 
 def resolve_precision(requested: str, *, model: nn.Module, device: torch.device | str,

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from transformer.config import ModelConfig
 from transformer.hardware import detect_cpu
 from transformer.memory.setting import FP32
-from transformer.model.attention import spells_out_16bit
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class ElementBytes:
         cuda = device == "cuda"
         if native_bf16 is None:
             native_bf16 = detect_cpu().native_bf16
-        spelled_out = not cuda and act < FP32 and spells_out_16bit(native_bf16)
+        spelled_out = not cuda and act < FP32 and native_bf16  # model/attention.py's rule
         # CUDA's fused dropout keeps a bool mask; the CPU keeps a mask of the input's dtype.
         return cls(act=act, mask16=1 if cuda else act, mask32=1 if cuda else FP32, cuda=cuda,
                    spelled_out=spelled_out)

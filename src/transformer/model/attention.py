@@ -25,12 +25,6 @@ from transformer.hardware import detect_cpu
 _CPU_SLOW_DTYPES = (torch.bfloat16, torch.float16)
 
 
-def spells_out_16bit(native_bf16: bool) -> bool:
-    """Whether 16-bit attention on a CPU goes through the spelled-out matmuls (see above), for a
-    CPU with or without native bf16 (:attr:`transformer.hardware.CpuInfo.native_bf16`)."""
-    return native_bf16
-
-
 def attention(
     query: Tensor,
     key: Tensor,
@@ -54,7 +48,7 @@ def attention(
     if mask is not None and mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got {mask.dtype}")
     if not need_weights and (query.device.type != "cpu" or query.dtype not in _CPU_SLOW_DTYPES
-                             or not spells_out_16bit(detect_cpu().native_bf16)):
+                             or not detect_cpu().native_bf16):
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return out, None
 
