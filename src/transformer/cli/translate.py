@@ -19,13 +19,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "translate",
         help="translate sentences given as arguments, or lines from stdin, a file or a prompt",
-        description="Translate one sentence per line with a model directory. Translates the "
+        description="Translate text line by line with a model directory; a line of several "
+        "sentences is split into sentences and joined back (--no-split: the whole line at once). "
+        "Translates the "
         "SENTENCE arguments (one output line each; standard input is then not read), else reads "
         "standard input (or -i FILE) and writes one translation per input line, in input order "
         "(empty input line: empty output line); with a terminal on standard input, an "
         "interactive prompt. With --nbest K, each input gives K lines "
-        "'LINE<tab>SCORE<tab>TRANSLATION'; with --json, one JSON object per input line. A line with characters the model's vocabulary lacks gets a "
-        "warning on standard error (in --json: unknown_pieces); they come out as ⁇.",
+        "'LINE<tab>SCORE<tab>TRANSLATION'; with --json, one JSON object per input line. A line "
+        "with characters the model's vocabulary lacks gets a warning on standard error (in --json: unknown_pieces); they come out as ⁇.",
     )
     p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
     p.add_argument("sentences", nargs="*", metavar="SENTENCE",
