@@ -89,6 +89,22 @@ def test_api_key(make_client):
     assert client.get("/health").status_code == 200 and client.get("/").status_code == 200
 
 
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("post", "/v1/translate", GOOD),
+    ("post", "/v1/classify", {"model": "labels", "texts": ["seven"]}),
+    ("post", "/v1/attention", {"model": "numbers", "text": "seven"}),
+    ("get", "/v1/models", None),
+])
+def test_api_key_guards_every_api_route(make_client, method, path, body):
+    """--api-key protects the whole API, not only translation: each route refuses a request
+    without the key and answers it with the key."""
+    client = make_client(api_key="s3cret")
+    send = getattr(client, method)
+    kwargs = {"json": body} if body is not None else {}
+    assert "API key" in error_of(send(path, **kwargs), 401)
+    assert send(path, headers={"X-API-Key": "s3cret"}, **kwargs).status_code == 200
+
+
 def test_cors_off_unless_asked(make_client):
     origin = {"Origin": "http://127.0.0.1:9999"}
     plain = make_client()

@@ -189,3 +189,36 @@ def test_a_disconnected_client_leaves_the_queue():
             return status
 
     assert asyncio.run(main()) == 499 and seen == ["busy"]
+
+
+def test_classify_batch_gives_each_request_its_own_rows(served):
+    """Requests of different sizes classified in one batch: each gets the rows of its own texts,
+    equal to the same request classified alone (not the first request's rows again)."""
+    requests = [["seven", "one hundred"], ["nine thousand nine hundred"],
+                ["forty two", "three", "eighty eight thousand"]]
+    model = served["labels"]
+    together = model.classify_batch(requests)
+    assert [len(rows) for rows in together] == [2, 1, 3]
+    for texts, rows in zip(requests, together, strict=True):
+        (alone,) = model.classify_batch([texts])
+        for got, want in zip(rows, alone, strict=True):
+            assert [lab["label"] for lab in got["labels"]] == [lab["label"] for lab in want["labels"]]
+            assert got["probabilities"].keys() == want["probabilities"].keys()
+            for name, p in want["probabilities"].items():
+                assert math.isclose(got["probabilities"][name], p, rel_tol=1e-5, abs_tol=1e-6)
+    # the texts differ, so do their probabilities: a row copied from another request would show
+    flat = [tuple(row["probabilities"].values()) for rows in together for row in rows]
+    assert len(set(flat)) == len(flat)
+
+
+def test_translate_batch_gives_each_request_its_own_rows(served):
+    """As for classification: requests with equal options decoded in one call, each request's
+    translations in its own order."""
+    model = served["numbers"]
+    options = model.default_options(beam_size=1)
+    requests = [[english_number(n) for n in (7, 42)], [english_number(365)],
+                [english_number(n) for n in (1999, 80808, 12)]]
+    together = model.translate_batch([(texts, options) for texts in requests])
+    for texts, rows in zip(requests, together, strict=True):
+        (alone,) = model.translate_batch([(texts, options)])
+        assert [r.text for r in rows] == [r.text for r in alone]

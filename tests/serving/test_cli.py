@@ -26,3 +26,46 @@ def test_bad_flags(capsys, tmp_path, argv, words):
     assert err.startswith("transformer: error: ") and "\n" not in err and "Traceback" not in err
     for word in words:
         assert word in err, err
+
+
+@pytest.mark.parametrize(("flag", "env", "key"), [
+    ([], "from-env", "from-env"),  # $TRANSFORMER_API_KEY alone protects the server
+    (["--api-key", "from-flag"], "from-env", "from-flag"),  # the flag wins
+    (["--api-key", "from-flag"], None, "from-flag"),
+])
+def test_the_api_key_from_the_flag_or_the_environment(monkeypatch, capsys, translation_dir, flag, env,
+                                                      key):
+    """The app ``serve`` hands to uvicorn refuses the API without the key it was given, by flag or
+    by ``$TRANSFORMER_API_KEY``, and answers with it."""
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    from transformer.cli.serve import API_KEY_ENV
+
+    apps = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: apps.append(app))
+    if env is None:
+        monkeypatch.delenv(API_KEY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(API_KEY_ENV, env)
+    assert main(["serve", "--model", str(translation_dir), "--precision", "fp32", *flag]) == 0
+    (app,) = apps
+    with TestClient(app) as client:
+        assert client.get("/v1/models").status_code == 401
+        assert client.get("/v1/models", headers={"X-API-Key": "wrong"}).status_code == 401
+        assert client.get("/v1/models", headers={"X-API-Key": key}).status_code == 200
+        assert client.get("/health").status_code == 200
+
+
+def test_no_key_anywhere_serves_openly(monkeypatch, capsys, translation_dir):
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    from transformer.cli.serve import API_KEY_ENV
+
+    apps = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: apps.append(app))
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    assert main(["serve", "--model", str(translation_dir), "--precision", "fp32"]) == 0
+    with TestClient(apps[0]) as client:
+        assert client.get("/v1/models").status_code == 200
