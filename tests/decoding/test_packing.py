@@ -10,11 +10,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer.decoding import FastDecoder, beam_search, greedy_decode
-from transformer.decoding.packing import can_pack, packing_available, step_linear
+from transformer.decoding.packing import can_pack, int8_engine, packing_available, step_linear
 
 PAD, BOS, EOS = 0, 2, 3
 
 needs_onednn = pytest.mark.skipif(not packing_available(), reason="this PyTorch build has no oneDNN")
+needs_int8 = pytest.mark.skipif(int8_engine() is None,
+                                reason="no quantized engine (x86, fbgemm or qnnpack) for this CPU")
 
 
 @needs_onednn
@@ -56,8 +58,11 @@ def test_packed_only_from_enough_rows(monkeypatch, use_thresholds):
             assert bool(calls) == packed, (layer, rows)
 
 
+@pytest.mark.parametrize(("pack", "int8"), [
+    (True, False), (False, False), pytest.param(False, True, marks=needs_int8)])
 @pytest.mark.parametrize("shape", [(1, 1, 24), (3, 1, 24), (2, 24), (6, 1, 24)])
-def test_few_rows_take_one_addmm_on_the_weight_transposed_once(shape, monkeypatch, use_thresholds):
+def test_few_rows_take_one_addmm_on_the_weight_transposed_once(shape, monkeypatch, use_thresholds,
+                                                              pack, int8):
     """Below the packed product's rows, a float32 step multiplies a weight of big_weight elements
     or more by a row-major copy of its transpose (one addmm, or mm without a bias), a smaller one
     with F.linear (F.linear's result up to rounding); int8 takes no float32 copies."""
@@ -73,13 +78,12 @@ def test_few_rows_take_one_addmm_on_the_weight_transposed_once(shape, monkeypatc
     with torch.inference_mode():
         for linear in (nn.Linear(24, 40), nn.Linear(24, 48, bias=False), nn.Linear(24, 8)):
             transposed = linear.weight.numel() >= 24 * 40
-            for pack, int8 in ((True, False), (False, True), (False, False)):
-                calls.clear()
-                got = step_linear(linear, pack=pack, int8=int8)(x)
-                if not (int8 and transposed):  # (a big weight's int8 product: test_int8.py)
-                    torch.testing.assert_close(got, linear(x), rtol=1e-5, atol=1e-5)
-                few = x.numel() // 24 < 4  # int8: a big weight at every row count
-                assert bool(calls) == (transposed and few and pack), (linear, pack, int8)
+            calls.clear()
+            got = step_linear(linear, pack=pack, int8=int8)(x)
+            if not (int8 and transposed):  # (a big weight's int8 product: test_int8.py)
+                torch.testing.assert_close(got, linear(x), rtol=1e-5, atol=1e-5)
+            few = x.numel() // 24 < 4  # int8: a big weight at every row count
+            assert bool(calls) == (transposed and few and pack), (linear, pack, int8)
 
 
 def test_other_modules_are_called_as_they_are():
