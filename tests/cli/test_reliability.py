@@ -297,3 +297,24 @@ def test_demo_takes_the_lock_too(verb, tmp_path, capsys):
     with RunLock(run):
         assert main([*verb, "--out", str(run), "--no-progress"]) == 2
     assert f"process {os.getpid()} " in capsys.readouterr().err
+
+
+def test_a_fine_tuned_run_resumed_ends_as_a_straight_one(cli, number_files, trained_run, tmp_path):
+    """``train --init-from``, stopped after 4 updates and continued with ``--resume`` to 8: the same
+    end state as 8 updates in one go (weights, optimizer, schedule, RNG, best model, metrics)."""
+    def fine_tune(run: Path, steps: str) -> list[str]:
+        args = train_args(cli, number_files, run, "--init-from", str(trained_run), "--max-steps",
+                          steps)
+        shape = args.index("--preset")  # the shape and tokenizer flags are the origin's
+        return [*args[:shape], *args[args.index("--max-tokens"):]]
+
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert main(fine_tune(straight, "8")) == 0
+    assert main(fine_tune(resumed, "4")) == 0
+    assert main(["train", "--resume", str(resumed), "--max-steps", "8", "--no-progress"]) == 0
+    ends = [end_state(resumed), end_state(straight)]
+    for end in ends:  # the planned total is the budget each command gave (no cool-down uses it)
+        end["scheduler"]["lr_lambdas"][0].pop("total")
+    assert_equal(*ends)
+    assert json.loads((resumed / "config.json").read_text())["init_from"]["path"] == str(
+        trained_run.resolve())

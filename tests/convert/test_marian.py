@@ -213,3 +213,45 @@ def test_an_imported_model_exports_to_ctranslate2(imported, marian_dir, tmp_path
     src, _, _ = _marian_batch(imported, marian_dir[2])
     ours = greedy_decode(imported.model, src, bos_id=2, eos_id=3, max_len=12)
     assert [[tok.piece_to_id(p) for p in r.hypotheses[0]] for r in got] == ours
+
+
+def test_fine_tuning_an_imported_model_starts_from_its_logits(marian_dir, tmp_path, monkeypatch):
+    """``train --init-from`` a directory made by ``import marian``: at the first update (dropout
+    0, so training's forward is evaluation's) our logits on the batch are MarianMTModel's."""
+    from transformer.convert.marian import vocabulary_order
+    from transformer.training.translation_task import TranslationTask
+
+    directory, hf, vocab = marian_dir
+    run = tmp_path / "imported"
+    import_marian(directory, run)
+    files = {}
+    for side, words in (("src", english_number), ("tgt", german_number)):
+        files[side] = tmp_path / f"train.{side}"
+        files[side].write_text("".join(f"{words(n)}\n" for n in range(1, 200, 7)), encoding="utf-8")
+    seen = []
+    loss = TranslationTask.loss
+
+    def record(self, model, batch):
+        if not seen:
+            with torch.no_grad():
+                seen.append((batch, model(batch.src, batch.tgt_in)))
+        return loss(self, model, batch)
+
+    monkeypatch.setattr(TranslationTask, "loss", record)
+    assert main(["train", "--train-src", str(files["src"]), "--train-tgt", str(files["tgt"]),
+                 "--init-from", str(run), "--dropout", "0", "--max-steps", "1", "--threads", "1",
+                 "--no-progress", "--precision", "fp32", "--out", str(tmp_path / "ft")]) == 0
+    batch, ours = seen[0]
+    config = hf.config
+    _, order = vocabulary_order(vocab, pad_id=config.pad_token_id, eos_id=config.eos_token_id,
+                                start_id=config.decoder_start_token_id, path=directory)
+    index = torch.tensor(order)  # our id -> Marian's
+    with torch.no_grad():
+        theirs = hf(input_ids=index[batch.src], attention_mask=(batch.src != 0).long(),
+                    decoder_input_ids=index[batch.tgt_in]).logits
+    real = batch.tgt_out != 0  # Marian's decoder sees no padding mask: compare real positions
+    keep = torch.tensor([i for i in range(len(order)) if i != 2])  # our BOS row is never predicted
+    torch.testing.assert_close(ours[real][:, keep], theirs[real][:, index[keep]], atol=1e-4,
+                               rtol=1e-4)
+    assert json.loads((tmp_path / "ft" / "config.json").read_text())["init_from"]["imported_from"][
+        "format"] == "marian"

@@ -16,6 +16,7 @@ from transformer.cli.common import (
     as_input_error,
     device,
     emit_json,
+    flag_of,
     overrides,
     set_threads,
 )
@@ -118,6 +119,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--overwrite", action="store_true", help="replace a model already in RUN_DIR")
     t.add_argument("--preset", choices=tuple(CLASSIFIER_PRESETS),
                    help="default: DATA-cpu for --data, else the built-in defaults")
+    t.add_argument("--init-from", metavar="RUN_DIR", help="start the encoder and its embeddings "
+                   "from a translation model (a run of train, or import marian's) and take its "
+                   "source tokenizer; the encoder's shape is its own (fewer --layers may be "
+                   "copied; a contradicting flag is refused)")
     hyper = t.add_argument_group("model and training (override the preset)")
     add_model_flags(hyper, decoder=False)
     add_flags(hyper, (*RUN_FLAGS, *CLASSIFIER_FLAGS))
@@ -159,6 +164,13 @@ def config_of(args: argparse.Namespace) -> tuple[object, str | None, str | None]
 
     def build() -> tuple[object, str | None, str | None]:
         preset, data = classifier_preset_for(preset=args.preset, data=args.data, train=args.train)
+        if args.init_from is not None:
+            from transformer.training.init_from import classifier_config_from
+
+            return classifier_config_from(
+                args.init_from, preset=args.preset, defaults=preset, overrides=overrides(args),
+                name=lambda key, value: flag_of(key, MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS),
+            ), preset, data
         return classifier_config(preset, overrides(args)), preset, data
 
     return as_input_error(build, MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS)
@@ -173,7 +185,7 @@ def run_train(args: argparse.Namespace) -> int:
         config, run_dir=args.out, overwrite=args.overwrite, preset=preset, data=data,
         train=args.train, valid=args.valid, test=args.test, columns=_columns(args),
         split_seed=args.split_seed, multi_label=args.multi_label, device=device(args.device),
-        progress=args.progress)
+        progress=args.progress, init_from=args.init_from)
     if args.json:
         emit_json(summary)
         return 0

@@ -110,19 +110,39 @@ def add(sub: argparse._SubParsersAction) -> None:
                      "'auto': resume --out when it holds a checkpoint of this configuration, else "
                      "start it (the same command for the first start and every restart)")
     run.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    run.add_argument("--init-from", metavar="RUN_DIR", help="fine-tune: start from the weights of "
+                     "this model directory (a run, or one made by transformer import marian) with "
+                     "its tokenizer and shape (a flag that contradicts them is refused; --dropout "
+                     "may change), a fresh optimizer and schedule")
     add_training_run(run, device_help="auto (default), cpu, cuda or cuda:N",
                      threads_help="CPU threads for PyTorch (a --resume takes the count the run "
                      "started with, so it ends bit for bit as a straight run)")
     p.set_defaults(handler=run_train)
 
 
+# flags whose name is not their key's (see flag_of), for the messages of --init-from
+_SWITCHES = {("joint", False): "--separate", ("byte_fallback", False): "--no-byte-fallback"}
+
+
+def flag_name(key: str, value: object) -> str:
+    """The flag that gave ``key`` the value ``value``."""
+    return _SWITCHES.get((key, value)) or flag_of(key, *MESSAGE_FLAGS)
+
+
 def config_of(args: argparse.Namespace) -> object:
-    """The TranslationTrainConfig of ``train``'s arguments (the preset, then the flags)."""
+    """The TranslationTrainConfig of ``train``'s arguments (the preset, then the flags; with
+    --init-from the model's shape and tokenizer are the origin's)."""
     from transformer.config.presets import translation_config
 
     changes = overrides(args)
     if "adam_betas" in changes:
         changes["adam_betas"] = tuple(changes["adam_betas"])
+    if args.init_from is not None:
+        from transformer.training.init_from import translation_config_from
+
+        return as_input_error(lambda: translation_config_from(
+            args.init_from, preset=args.preset, overrides=changes, name=flag_name),
+            *MESSAGE_FLAGS)
     return as_input_error(lambda: translation_config(args.preset or "small", changes),
                           *MESSAGE_FLAGS)
 
@@ -143,11 +163,12 @@ def run_train(args: argparse.Namespace) -> int:
             config = config_of(args)
             summary = as_input_error(lambda: train_or_resume_translation(
                 config, run_dir=args.out or "runs/train", device=args.device,
-                progress=progress(args)), *MESSAGE_FLAGS)
+                progress=progress(args), init_from=args.init_from), *MESSAGE_FLAGS)
         elif args.resume is not None:
             given = [flag_of(key, MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS)
                      for key in changes if key not in RESUME_FIELDS]
-            given += [f"--{name}" for name in ("preset", "out") if getattr(args, name) is not None]
+            given += [f"--{name.replace('_', '-')}" for name in ("preset", "out", "init_from")
+                      if getattr(args, name) is not None]
             if given:
                 raise InputError(
                     f"--resume continues with the stored configuration; {given[0]} cannot change "
@@ -161,7 +182,8 @@ def run_train(args: argparse.Namespace) -> int:
             config = config_of(args)
             summary = as_input_error(lambda: start_translation(
                 config, run_dir=args.out or "runs/train", overwrite=args.overwrite,
-                device=args.device, progress=progress(args)), *MESSAGE_FLAGS)
+                device=args.device, progress=progress(args), init_from=args.init_from),
+                *MESSAGE_FLAGS)
     finally:
         distributed.shutdown()
     if main_rank:

@@ -55,19 +55,34 @@ def check_same_run(cfg: TranslationTrainConfig, run_dir: Path) -> None:
                          f"{differs}; give the same flags, or another --out")
 
 
+def check_same_origin(init_from: Path | str | None, run_dir: Path) -> None:
+    """InputError when the run in ``run_dir`` started from another model than ``init_from``."""
+    stored = read_config(run_dir).get("init_from")
+    path = stored.get("path") if isinstance(stored, dict) else None
+    given = None if init_from is None else str(Path(init_from).resolve())
+    if path != given:
+        raise InputError(f"{run_dir / CONFIG_FILE}: the run there started from "
+                         f"{path or 'random weights'}, not {given or 'random weights'}; give the "
+                         "same --init-from, or another --out")
+
+
 def train_or_resume_translation(cfg: TranslationTrainConfig, *, run_dir: Path | str,
-                                device: str = "auto", progress: bool = False) -> dict[str, Any]:
+                                device: str = "auto", progress: bool = False,
+                                init_from: Path | str | None = None) -> dict[str, Any]:
     """Resume ``run_dir`` when it holds a checkpoint of ``cfg``'s run, else train ``cfg`` from the
-    start (replacing a run of the same configuration killed before its first checkpoint); holds
-    the run directory's lock throughout. Returns the training summary."""
+    start (from ``init_from``'s weights when given; replacing a run of the same configuration
+    killed before its first checkpoint); holds the run directory's lock throughout. Returns the
+    training summary."""
     run_dir = Path(run_dir)
     with hold_run_dir(run_dir):
         if has_checkpoint(run_dir):
             check_same_run(cfg, run_dir)
+            check_same_origin(init_from, run_dir)
             return train_translation(cfg, run_dir=run_dir, device=device, progress=progress,
                                      resume=True)
         started = (run_dir / CONFIG_FILE).exists()
         if started:
             check_same_run(cfg, run_dir)
+            check_same_origin(init_from, run_dir)
         return start_unlocked(cfg, run_dir=run_dir, overwrite=started, device=device,
-                              progress=progress)
+                              progress=progress, init_from=init_from)

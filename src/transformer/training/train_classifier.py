@@ -69,12 +69,16 @@ def train_classifier(
     data_info: dict[str, Any] | None = None,
     device: str | torch.device = "cpu",
     progress: bool = False,
+    init_from: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train on ``splits["train"]``, select and tune on ``splits["valid"]`` (when present), then
     report every split with the best model. Returns the summary also written to ``results.json``.
 
     ``multi_label`` defaults to "some training text has other than one label". ``recipe`` and
     ``data_info`` (where the data came from) are stored in ``config.json`` for later evaluation.
+    ``init_from`` (a translation model's directory) gives the tokenizer (its source side) and the
+    encoder's and embeddings' first weights; ``config`` must have its encoder's shape
+    (:func:`transformer.training.init_from.classifier_config_from` builds such a ``config``).
     """
     from transformer.data.tokenizer import Tokenizer
     from transformer.decoding.classifier import Classifier
@@ -94,15 +98,24 @@ def train_classifier(
     seed_everything(config.seed)
 
     t0 = time.monotonic()
-    tokenizer = Tokenizer.train(
-        train_data.texts, vocab_size=config.vocab_size, model_type=config.tokenizer_type,
-        character_coverage=config.character_coverage, sample_size=config.tokenizer_sample,
-        seed=config.seed,
-    )
+    origin = None
+    if init_from is not None:
+        from transformer.training.init_from import init_encoder, read_origin
+
+        origin = read_origin(init_from)
+        tokenizer = origin.src_tokenizer
+    else:
+        tokenizer = Tokenizer.train(
+            train_data.texts, vocab_size=config.vocab_size, model_type=config.tokenizer_type,
+            character_coverage=config.character_coverage, sample_size=config.tokenizer_sample,
+            seed=config.seed,
+        )
     tokenizer_s = time.monotonic() - t0
     model_cfg = config.model_config(src_vocab_size=tokenizer.vocab_size)
     model = TransformerClassifier(model_cfg, num_labels=num_labels, pooling=config.pooling,
                                   multi_label=multi_label)
+    if origin is not None:
+        init_encoder(model, origin)
     model.to(device)
     precision = resolve_precision(config.precision, model=model, device=device, training=True)
     log.info("%s%s", precision.describe(),
@@ -163,6 +176,8 @@ def train_classifier(
         "data": {**(data_info or {}), "recipe": recipe.to_dict() if recipe else None,
                  "sizes": {k: len(v) for k, v in splits.items()}},
     }
+    if origin is not None:
+        info["init_from"] = origin.record()
 
     def save_best(best_model: torch.nn.Module, evaluation: dict[str, float]) -> None:
         thresholds = task.thresholds if task.thresholds is not None else (
@@ -229,28 +244,33 @@ def train_classifier_run(
     multi_label: bool | None = None,
     device: str | torch.device = "cpu",
     progress: bool = False,
+    init_from: str | Path | None = None,
 ) -> dict[str, Any]:
     """``transformer classify train``: refuse (or with ``overwrite`` clear) a model already in
     ``run_dir``, read the splits (a corpus by name, or files; ``columns`` holds text_column,
-    label_column, format and label_separator) and :func:`train_classifier` on them."""
+    label_column, format and label_separator) and :func:`train_classifier` on them (from
+    ``init_from``'s encoder when given)."""
     run_dir = Path(run_dir)
     with hold_run_dir(run_dir):
         return _train_classifier_run(
             config, run_dir=run_dir, overwrite=overwrite, preset=preset, data=data, train=train,
             valid=valid, test=test, columns=columns, split_seed=split_seed,
-            multi_label=multi_label, device=device, progress=progress)
+            multi_label=multi_label, device=device, progress=progress, init_from=init_from)
 
 
 def _train_classifier_run(config: ClassifierTrainConfig, *, run_dir: Path, overwrite: bool,
                           preset: str | None, data: str | None, train: str | None,
                           valid: str | None, test: str | None, columns: dict[str, Any] | None,
                           split_seed: int | None, multi_label: bool | None,
-                          device: str | torch.device, progress: bool) -> dict[str, Any]:
+                          device: str | torch.device, progress: bool,
+                          init_from: str | Path | None = None) -> dict[str, Any]:
     """:func:`train_classifier_run` once the run directory's lock is held."""
     import shutil
 
     from transformer.data.classification_splits import DEFAULT_SEED, resolve_splits
 
+    if init_from is not None and Path(init_from).resolve() == run_dir.resolve():
+        raise InputError(f"{run_dir}: --init-from and --out are the same directory")
     if (run_dir / "config.json").exists():
         if not overwrite:
             raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it")
@@ -263,4 +283,4 @@ def _train_classifier_run(config: ClassifierTrainConfig, *, run_dir: Path, overw
     )
     return train_classifier(splits, config=config, run_dir=run_dir, multi_label=multi_label,
                             recipe=recipe, data_info={**info, "preset": preset}, device=device,
-                            progress=progress)
+                            progress=progress, init_from=init_from)

@@ -105,12 +105,16 @@ def train_translation(
     progress: bool = False,
     resume: bool = False,
     extra_config: dict[str, Any] | None = None,
+    init_from: Path | str | None = None,
 ) -> dict[str, Any]:
     """Train (or with ``resume`` continue) a translation model into ``run_dir``; return a summary.
 
     ``splits`` ({"train", "valid"} corpora) replaces loading the data ``cfg`` names. With
     ``resume`` the tokenizers and model come from ``run_dir`` and training continues from its
-    checkpoint. ``extra_config`` is stored in ``config.json`` beside the training configuration.
+    checkpoint. ``init_from`` (a model directory: a run, or an imported model) starts from its
+    weights and tokenizers with a fresh optimizer and schedule; ``cfg`` must have its shape
+    (:func:`transformer.training.init_from.translation_config_from` builds such a ``cfg``).
+    ``extra_config`` is stored in ``config.json`` beside the training configuration.
     """
     run_dir = Path(run_dir)
     info, dev = D.init_distributed(device=device)
@@ -126,6 +130,15 @@ def train_translation(
 
         model = build_model(stored, source=str(run_dir / CONFIG_FILE))
         check_vocabulary(model.config, src_tok, tgt_tok, where=str(run_dir / "tokenizer"))
+    elif init_from is not None:
+        from transformer.training.init_from import load_origin, read_origin
+
+        origin = read_origin(init_from)
+        src_tok, tgt_tok = origin.src_tokenizer, origin.tgt_tokenizer
+        seed_everything(cfg.seed)
+        model = build_translation_model(cfg, src_tok, tgt_tok)
+        load_origin(model, origin)
+        extra_config = {**(extra_config or {}), "init_from": origin.record()}
     else:
         pair = None
         if info.is_main:
@@ -301,19 +314,23 @@ def resume_unlocked(run_dir: Path, *, device: str, progress: bool, **stop: Any) 
 
 
 def start_translation(cfg: TranslationTrainConfig, *, run_dir: Path | str, overwrite: bool = False,
-                      device: str = "auto", progress: bool = False) -> dict[str, Any]:
+                      device: str = "auto", progress: bool = False,
+                      init_from: Path | str | None = None) -> dict[str, Any]:
     """``transformer train``: hold ``run_dir``'s lock, refuse (or with ``overwrite`` clear) a model
-    already there, then :func:`train_translation`."""
+    already there, then :func:`train_translation` (from ``init_from``'s weights when given)."""
     with hold_run_dir(run_dir):
         return start_unlocked(cfg, run_dir=Path(run_dir), overwrite=overwrite, device=device,
-                              progress=progress)
+                              progress=progress, init_from=init_from)
 
 
 def start_unlocked(cfg: TranslationTrainConfig, *, run_dir: Path, overwrite: bool, device: str,
-                   progress: bool) -> dict[str, Any]:
+                   progress: bool, init_from: Path | str | None = None) -> dict[str, Any]:
     """:func:`start_translation` for a caller that holds the lock."""
     import shutil
 
+    if init_from is not None and Path(init_from).resolve() == run_dir.resolve():
+        raise InputError(f"{run_dir}: --init-from and --out are the same directory; fine-tune "
+                         "into another one")
     if (run_dir / CONFIG_FILE).exists() and not overwrite:
         raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it or "
                          f"--resume {run_dir} to continue it")
@@ -321,4 +338,5 @@ def start_unlocked(cfg: TranslationTrainConfig, *, run_dir: Path, overwrite: boo
         for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "snapshots", "metrics.jsonl"):
             path = run_dir / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    return train_translation(cfg, run_dir=run_dir, device=device, progress=progress)
+    return train_translation(cfg, run_dir=run_dir, device=device, progress=progress,
+                             init_from=init_from)
