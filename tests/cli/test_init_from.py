@@ -52,6 +52,20 @@ def test_the_first_loss_is_the_runs_own_on_the_same_batch(cli, trained_run, numb
     assert fresh.config["model"] == load_model_dir(trained_run).config["model"] | {"dropout": 0.0}
 
 
+def test_fine_tuning_on_the_validation_split_starts_at_the_runs_validation_loss(
+        cli, trained_run, number_files, tmp_path):
+    """The issue's check that fine-tuning continues: trained on the origin's validation split (one
+    batch, dropout 0), the first logged loss is the origin's recorded best validation loss."""
+    out = tmp_path / "ft"
+    assert main(["train", "--train-src", number_files["valid_src"], "--train-tgt",
+                 number_files["valid_tgt"], "--init-from", str(trained_run), *RUN, "--dropout",
+                 "0", "--max-tokens", "4096", "--max-steps", "1", "--out", str(out)]) == 0
+    first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert (first["kind"], first["step"]) == ("train", 1)
+    recorded = json.loads((trained_run / "config.json").read_text())["best_validation"]["loss"]
+    assert first["loss"] == pytest.approx(recorded, rel=1e-9)
+
+
 def test_the_run_keeps_the_origins_tokenizer_and_records_it(cli, trained_run, number_files,
                                                               tmp_path):
     out = tmp_path / "ft"
