@@ -12,6 +12,7 @@ import torch
 from transformer.errors import RunStopped
 from transformer.training.checkpoint import load_checkpoint
 from transformer.training.optimizer import build_optimizer
+from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import TrainConfig, Trainer
 from transformer.training.translation_task import TranslationTask
 
@@ -36,13 +37,15 @@ class Poisoned(TranslationTask):
         return loss
 
 
-def make(synth, run_dir=None, *, task=None, **cfg):
+def make(synth, run_dir=None, *, task=None, schedule=None, **cfg):
     batches = [synth.collate(synth.make_pairs(6, seed=i)) for i in range(4)]
     model = synth.tiny_model(seed=1)
     cfg.setdefault("log_every", 1)
     cfg.setdefault("eval_every", 0)
-    trainer = Trainer(model=model, task=task or TranslationTask(), optimizer=build_optimizer(model),
-                      train_data=synth.ListData(batches, shuffle=False),
+    optimizer = build_optimizer(model)
+    scheduler = None if schedule is None else build_scheduler(optimizer, schedule=schedule)
+    trainer = Trainer(model=model, task=task or TranslationTask(), optimizer=optimizer,
+                      scheduler=scheduler, train_data=synth.ListData(batches, shuffle=False),
                       config=TrainConfig(**cfg), run_dir=run_dir)
     return trainer, model
 
@@ -72,6 +75,25 @@ def test_a_non_finite_update_is_skipped_and_counted(synth, tmp_path, where, valu
     assert skipped["step"] == 3 and skipped["in_a_row"] == 1
     assert all(math.isfinite(r["loss"]) for r in out if r["kind"] == "train")
     assert trainer.state.skipped_updates == 1
+
+
+@pytest.mark.parametrize("kind", ["noam", "inverse_sqrt"])
+def test_the_schedule_advances_over_a_skipped_update(synth, tmp_path, kind):
+    """A skipped update still moves the learning rate on (as fp16's grad scaler does): after 5
+    updates with the second skipped, every update's rate is the one a run without the bad update
+    used at the same step, and the schedule stands at step 5 (updates 3-5 run at the rates of
+    steps 3-5, not 2-4, during the warm-up where the rate changes most)."""
+    schedule = LRSchedule(kind=kind, warmup=4, peak_lr=1e-2, d_model=32)
+    bad, _ = make(synth, tmp_path / "bad", max_steps=5, schedule=schedule, task=Poisoned({2}))
+    bad.fit()
+    clean, _ = make(synth, tmp_path / "clean", max_steps=5, schedule=schedule)
+    clean.fit()
+    assert bad.state.skipped_updates == 1
+    assert bad.scheduler.last_epoch == clean.scheduler.last_epoch == 5
+    rates = [[(r["step"], r["lr"]) for r in records(run) if r["kind"] == "train"]
+             for run in (tmp_path / "bad", tmp_path / "clean")]
+    assert rates[0] == rates[1] and len(rates[0]) == 5
+    assert len({lr for _, lr in rates[0]}) == 5  # the rate really changes at each step
 
 
 def test_k_bad_updates_in_a_row_stop_the_run_and_keep_the_last_good_checkpoint(synth, tmp_path):
