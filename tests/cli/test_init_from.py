@@ -98,6 +98,20 @@ def test_a_fine_tuned_run_serves_as_an_origin_and_a_precision_auto_resolves(
     assert config["init_from"]["init_from"]["path"] == str(trained_run.resolve())
 
 
+def test_the_languages_are_the_origins_unless_given(trained_run, tmp_path):
+    from transformer.training.init_from import translation_config_from
+
+    origin = tmp_path / "de-en"
+    shutil.copytree(trained_run, origin)
+    config = json.loads((origin / "config.json").read_text())
+    config["training"].update(src_lang="de", tgt_lang="en")
+    (origin / "config.json").write_text(json.dumps(config))
+    cfg = translation_config_from(origin)
+    assert (cfg.src_lang, cfg.tgt_lang) == ("de", "en")
+    cfg = translation_config_from(origin, overrides={"src_lang": "fr"})
+    assert (cfg.src_lang, cfg.tgt_lang) == ("fr", "en")
+
+
 @pytest.mark.parametrize("flags, named, stored", [
     (["--d-model", "32"], "--d-model 32", "d_model 16"),
     (["--layers", "2"], "--layers 2", "num_encoder_layers 1"),

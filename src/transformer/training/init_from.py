@@ -226,7 +226,8 @@ def translation_config_from(origin: Origin | Path | str, *, preset: str | None =
     """The configuration of a translation run that starts from ``origin``'s weights.
 
     As :func:`transformer.config.translation_config` (``preset``, default small, then
-    ``overrides``), except that the model's shape and the tokenizer settings are the origin's.
+    ``overrides``), except that the model's shape and the tokenizer settings are the origin's,
+    and so are the languages (``src_lang``/``tgt_lang``) unless the overrides give them.
     An override of either, or a named ``preset``, that contradicts the origin raises InputError
     naming it (``name(key, value)``: how to call a setting, e.g. its command-line flag) and the
     origin's value; the dropouts come from the overrides, else the named preset, else the origin.
@@ -235,14 +236,18 @@ def translation_config_from(origin: Origin | Path | str, *, preset: str | None =
     changes = dict(overrides or {})
     _check_tokenizer(origin, changes, TRANSLATION_TOKENIZER, name)
     model = _check_model_changes(origin, changes, name)
+    training = origin.config.get("training")
+    training = training if isinstance(training, dict) else {}
+    for key in ("src_lang", "tgt_lang"):  # the languages it translates, unless told otherwise
+        if isinstance(training.get(key), str):
+            changes.setdefault(key, training[key])
     base = translation_config(preset or "small", changes)
     if preset is not None:
         _check_preset(preset, base.model, origin, tuple(f for f in SHAPE if "vocab" not in f), name)
         model = {**{f: getattr(base.model, f) for f in TUNABLE}, **model}
     fixed = {key: origin.tokenizer[setting] for key, setting in TRANSLATION_TOKENIZER.items()
              if setting in origin.tokenizer}
-    training = origin.config.get("training")
-    shape_preset = training.get("preset") if isinstance(training, dict) else None
+    shape_preset = training.get("preset")
     if preset is None:  # what the shape started from, for the logs and the summary
         fixed["preset"] = shape_preset if isinstance(shape_preset, str) else "imported"
     return base.replace(model=origin.model.replace(**model), **fixed)
