@@ -205,7 +205,7 @@ def test_classify_takes_the_source_tokenizer_and_records_the_origin(cli, trained
     assert summary["vocab_size"] == origin.src_tokenizer.vocab_size
     assert model.src_tokenizer == origin.src_tokenizer
     assert model.config["init_from"]["path"] == str(trained_run.resolve())
-    shape = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "max_len", "activation")
+    shape = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "activation")
     assert {k: model.config["model"][k] for k in shape} == {k: origin.config["model"][k] for k in shape}
     assert model.config["model"]["num_decoder_layers"] == 0
 
@@ -244,6 +244,7 @@ def test_the_classifier_encoder_starts_as_the_translation_encoder(trained_run):
 
     origin = read_origin(trained_run)
     cfg = classifier_config_from(origin, defaults="tiny")
+    assert cfg.model.max_len == 64  # the preset's: sinusoids allow any length
     torch.manual_seed(1)
     clf = TransformerClassifier(cfg.model_config(src_vocab_size=origin.src_tokenizer.vocab_size),
                                 num_labels=3, pooling="cls")
@@ -277,6 +278,7 @@ def test_a_shallower_classifier_copies_the_first_layers_and_a_deeper_one_is_refu
         source = name.replace("embed.", "src_embed.", 1) if name.startswith("embed.") else name
         assert torch.equal(clf.state_dict()[name], reference[source][: clf.state_dict()[name].shape[0]])
     assert clf.state_dict()["embed.position.embedding.weight"].shape[0] == 16
+    assert classifier_config_from(origin, defaults="tiny").model.max_len == 48  # not tiny's 64
     with pytest.raises(InputError, match="num_encoder_layers 2"):
         classifier_config_from(origin, defaults="tiny", overrides={"model.layers": 3})
     with pytest.raises(InputError, match="max_len 48"):

@@ -259,9 +259,11 @@ def classifier_config_from(origin: Origin | Path | str, *, preset: str | None = 
     """The configuration of a classifier whose encoder starts from ``origin``'s.
 
     The run's settings come from ``preset`` (named by the user: its encoder must have the origin's
-    width) or ``defaults`` (chosen for the data: its shape is not used), then ``overrides``. The
-    encoder's shape is the origin's; ``model.layers``/``model.num_encoder_layers`` may take fewer
-    layers and ``model.max_len`` another length (learned positions: at most the origin's).
+    width) or ``defaults`` (chosen for the data: its width is not used), then ``overrides``. The
+    encoder's shape is the origin's, all its layers unless ``model.layers`` (or
+    ``model.num_encoder_layers``) takes fewer; ``max_len`` is the preset's (what the texts need),
+    or ``model.max_len``, where the origin allows it: any length with sinusoids, at most the
+    origin's with learned positions.
     """
     origin = _as_origin(origin)
     changes = dict(overrides or {})
@@ -278,7 +280,10 @@ def classifier_config_from(origin: Origin | Path | str, *, preset: str | None = 
     if preset is not None:
         _check_preset(preset, base.model, origin, ENCODER_SHAPE, name)
         model = {**{f: getattr(base.model, f) for f in TUNABLE}, **model}
-    shape = {f: getattr(origin.model, f) for f in (*ENCODER_SHAPE, "num_encoder_layers", "max_len")}
+    shape = {f: getattr(origin.model, f) for f in (*ENCODER_SHAPE, "num_encoder_layers")}
+    shape["max_len"] = base.model.max_len
+    if origin.model.positional == "learned":
+        shape["max_len"] = min(base.model.max_len, origin.model.max_len)
     vocab = origin.src_tokenizer.vocab_size
     encoder = base.model.replace(src_vocab_size=vocab, tgt_vocab_size=vocab, share_embeddings=False,
                                  tie_embeddings=False, **{**shape, **model})
