@@ -294,3 +294,23 @@ def number_tokenizer_run(cli, tokenizer, tmp_path):
     """A random two-layer model with learned positions (max_len 48) and the number tokenizer."""
     return cli.make_run(tmp_path / "learned", tokenizer, num_encoder_layers=2,
                         positional="learned")
+
+
+def test_the_python_api_refuses_a_configuration_of_another_shape(trained_run, number_files,
+                                                                tmp_path):
+    """``train_translation(cfg, init_from=...)`` with a cfg not built by translation_config_from:
+    the shapes are compared before any weight is loaded or file written."""
+    from transformer.config import translation_config
+    from transformer.errors import InputError
+    from transformer.training.init_from import translation_config_from
+    from transformer.training.train_translation import train_translation
+
+    files = {k: number_files[k] for k in ("train_src", "train_tgt")}
+    cfg = translation_config("tiny", {**files, "max_steps": 1, "precision": "fp32"})
+    with pytest.raises(InputError, match=f"d_model 32 contradicts {trained_run}: its model has 16"):
+        train_translation(cfg, run_dir=tmp_path / "bad", init_from=trained_run)
+    assert not (tmp_path / "bad").exists()
+    cfg = translation_config_from(trained_run, overrides={**files, "max_steps": 1,
+                                                          "precision": "fp32", "eval_every": 1})
+    summary = train_translation(cfg, run_dir=tmp_path / "good", init_from=trained_run)
+    assert summary["steps"] == 1
