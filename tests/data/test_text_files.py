@@ -21,3 +21,31 @@ def test_read_json_returns_the_value_or_names_the_file(tmp_path):
     path.write_bytes(b"\xff\xfe")
     with pytest.raises(InputError, match="unreadable index"):
         read_json(path, what="index", missing="no index")
+
+
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+def test_lines_are_read_from_a_pipe_that_cannot_seek(tmp_path, gzipped):
+    """`--train-src <(zcat big.gz)` hands a FIFO: the gzip check must not seek back."""
+    import gzip
+    import os
+    import threading
+
+    from transformer.data.text_files import iter_file_lines
+
+    lines = ["ein Hund", "zwölf Katzen", ""]
+    payload = "\n".join(lines).encode() + b"\n"
+    payload = gzip.compress(payload) if gzipped else payload
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "wb") as out:
+            out.write(payload)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        got = [text for _, text in iter_file_lines(fifo)]
+    finally:
+        writer.join(timeout=10)
+    assert got == lines

@@ -25,6 +25,20 @@ GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+class _OwnedGzip(gzip.GzipFile):
+    """A gzip reader over an open file that it closes with itself."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
 def _open_binary(path: Path) -> tuple[BinaryIO, bool]:
     """Open ``path`` for reading bytes, transparently gunzipping it when it starts with the gzip
     magic number (whatever its suffix); also says whether it is gzip."""
@@ -36,11 +50,10 @@ def _open_binary(path: Path) -> tuple[BinaryIO, bool]:
         raw = open(path, "rb")  # noqa: SIM115 - handed to the caller, closed there
     except OSError as err:
         raise InputError(f"{path}: cannot open ({err.strerror})") from err
-    is_gzip = raw.read(2) == GZIP_MAGIC
+    # peek, not read and seek back: a pipe (`<(zcat big.gz)`, /dev/stdin) cannot seek
+    is_gzip = raw.peek(2)[:2] == GZIP_MAGIC
     if is_gzip:
-        raw.close()
-        return gzip.open(path, "rb"), True  # type: ignore[return-value]
-    raw.seek(0)
+        return _OwnedGzip(raw), True  # type: ignore[return-value]
     return raw, False
 
 

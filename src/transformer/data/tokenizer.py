@@ -30,6 +30,7 @@ import logging
 import os
 import random
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,7 @@ class Tokenizer:
             raise ValueError(f"vocab_size must be an integer >= 8, got {vocab_size!r}")
         if not 0.0 < character_coverage <= 1.0:
             raise ValueError(f"character_coverage must be in (0, 1], got {character_coverage}")
+        began = time.perf_counter()
         if sample_size is not None:
             if sample_size < 1:
                 raise ValueError(f"sample_size must be positive, got {sample_size}")
@@ -158,12 +160,8 @@ class Tokenizer:
         if counter.count == 0:
             raise InputError("cannot train a tokenizer: no non-empty text was given")
         tokenizer = cls(writer.getvalue())
-        log.info(
-            "trained a %s tokenizer with %d pieces on %d sentences",
-            model_type,
-            tokenizer.vocab_size,
-            counter.count,
-        )
+        log.info("data: tokenizer: a %s model of %d pieces trained on %d sentences (%.1fs)",
+                 model_type, tokenizer.vocab_size, counter.count, time.perf_counter() - began)
         return tokenizer
 
     # ------------------------------------------------------------------ encoding
