@@ -59,3 +59,124 @@ def _real_probe_when_marked(request, monkeypatch, _steady_precision) -> None:
 
         for name, function in _steady_precision.items():
             monkeypatch.setattr(precision, name, function)
+
+
+# --- skips under CI ------------------------------------------------------------------------------
+# A test that imports an optional dependency with pytest.importorskip skips where it is missing,
+# but CI installs the test extra, which has them all: there a missing one is a failure (the
+# serving and convert suites would otherwise go green with every test skipped). Any other skip
+# must be one the suite declares for this machine (SKIPPABLE); every pytest run prints how many
+# it skipped and how many of those are declared, and .ci/run fails when the first is larger.
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")  # a folder's or module's skip has the prefix
+
+
+def _missing_import(report) -> str | None:
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return None
+    reason = _skip_reason(report)
+    return reason if "could not import" in reason else None
+
+
+def _failed_under_ci(report) -> None:
+    reason = _missing_import(report)
+    if reason is not None and _under_ci():
+        report.outcome = "failed"
+        report.longrepr = (f"CI=true: a dependency of the test extra is missing, so this fails "
+                           f"instead of skipping: {reason}")
+
+
+class _MissingImportsFailUnderCI:
+    """Registered as a plugin rather than written as this conftest's hooks: a folder's collection
+    (where its conftest's importorskip runs) sees only the conftests already loaded."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        _failed_under_ci(outcome.get_result())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(self, collector):
+        outcome = yield  # a module, or a folder whose conftest importorskips at the top
+        _failed_under_ci(outcome.get_result())
+
+
+def pytest_configure(config):
+    if not config.pluginmanager.has_plugin("transformer-missing-imports"):
+        config.pluginmanager.register(_MissingImportsFailUnderCI(), "transformer-missing-imports")
+
+
+def _cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+def _no_onednn() -> bool:
+    from transformer.decoding.packing import packing_available
+
+    return not packing_available()
+
+
+def _no_int8_engine() -> bool:
+    from transformer.decoding.packing import int8_engine
+
+    return int8_engine() is None
+
+
+def _no_qnnpack() -> bool:
+    return "qnnpack" not in torch.backends.quantized.supported_engines
+
+
+def _ct2_onednn_saturates() -> bool:
+    from transformer.convert.ctranslate2 import onednn_int8_saturates
+
+    return onednn_int8_saturates()
+
+
+def _no_readable_x86_flags() -> bool:
+    from transformer.convert.ctranslate2 import onednn_int8_saturates
+
+    return not onednn_int8_saturates({"CT2_USE_MKL": "0", "ONEDNN_MAX_CPU_ISA": "AVX2"})
+
+
+def _no_avx2() -> bool:
+    from transformer import hardware
+
+    return "avx2" not in hardware.detect_cpu().flags
+
+
+# (the start of a skip's reason, whether this machine is one where that skip is expected)
+SKIPPABLE = (
+    ("this machine has CUDA", _cuda),
+    ("this PyTorch build has no oneDNN", _no_onednn),
+    ("no oneDNN", _no_onednn),
+    ("packing does not apply here", _no_onednn),
+    ("no quantized engine", _no_int8_engine),
+    ("this PyTorch build has no qnnpack", _no_qnnpack),
+    ("CTranslate2 decodes int8 here with oneDNN without VNNI", _ct2_onednn_saturates),
+    ("not an x86 CPU whose flags can be read", _no_readable_x86_flags),
+    ("this CTranslate2 or CPU cannot run", _no_avx2),
+)
+
+
+def declared_skippable(reason: str) -> bool:
+    """Whether a skip with ``reason`` is one the suite declares for this machine."""
+    return any(reason.startswith(start) and expected() for start, expected in SKIPPABLE)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if not hasattr(r, "wasxfail")]
+    declared = [r for r in skipped if declared_skippable(_skip_reason(r))]
+    undeclared = sorted({_skip_reason(r) for r in skipped} - {_skip_reason(r) for r in declared})
+    # one line .ci/run reads after each pytest run
+    terminalreporter.write_line(f"skips: {len(skipped)} skipped, {len(declared)} declared skippable "
+                                "on this machine")
+    for reason in undeclared:
+        terminalreporter.write_line(f"skips: not declared for this machine: {reason}")

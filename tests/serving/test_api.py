@@ -133,7 +133,7 @@ def test_int8_server_translates_as_the_int8_translator(translation_dir, classifi
     from transformer.serving.models import load_served
 
     if int8_engine() is None:
-        pytest.skip("no x86/fbgemm quantized engine")
+        pytest.skip("no quantized engine (x86, fbgemm or qnnpack) for this CPU")
     served = load_served({"numbers": str(translation_dir), "labels": str(classifier_dir)},
                          precision="int8")
     assert served["numbers"].translator.decoder.precision == "int8"
