@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser test test-avx2 test-all lint demo clean screenshot bench
+.PHONY: setup browser test test-avx2 test-all lint demo clean screenshot bench docs docs-serve
 
 setup: $(STAMP)
 
@@ -57,6 +57,20 @@ screenshot: $(STAMP) browser
 
 demo: $(STAMP)
 	$(BIN)/transformer demo
+
+# The documentation site (docs/, mkdocs.yml) into site/: MkDocs with the Material theme, built
+# offline (no web fonts, no CDN) and --strict (a warning, a broken link or anchor fails it).
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
