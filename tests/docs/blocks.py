@@ -14,6 +14,9 @@ An HTML comment right above a code block (invisible on the site) says how to run
   as written. Several pairs may follow one another in one comment; with none (``test: fast``)
   the block runs as written in both suites and its output is compared in the slow suite only
   (it depends on a model that the fast suite trains too briefly).
+- ``<!-- test: shorten 'OLD' 'NEW' -->``: the replacement is made in both suites, for runs too
+  long for any test suite (the one-hour recipe); what it prints must not depend on it, since its
+  output is compared as usual.
 - ``<!-- test: background URL -->``: a shell block that serves until stopped: started in the
   background, URL polled until it answers, stopped when the page is done.
 """
@@ -41,6 +44,7 @@ class Block:
     expected: str | None = None  # the text block after it, if any
     skip: str | None = None  # the reason it is not run
     fast: list[tuple[str, str]] = field(default_factory=list)  # (old, new) for the fast suite
+    shorten: list[tuple[str, str]] = field(default_factory=list)  # (old, new) for both suites
     background: str | None = None  # URL to wait for
     slow_output: bool = False  # the output is compared in the slow suite only
 
@@ -49,11 +53,10 @@ class Block:
 
     def code_for(self, *, fast: bool) -> str:
         code = self.code
-        if fast:
-            for old, new in self.fast:
-                if old not in code:
-                    raise ValueError(f"{self.where()}: the fast replacement {old!r} is not in the block")
-                code = code.replace(old, new)
+        for old, new in [*(self.fast if fast else []), *self.shorten]:
+            if old not in code:
+                raise ValueError(f"{self.where()}: the replacement {old!r} is not in the block")
+            code = code.replace(old, new)
         return code
 
 
@@ -90,12 +93,15 @@ def read_blocks(page: Path) -> list[Block]:
                 if not rest:
                     raise ValueError(f"{page}:{line}: a skipped block needs its reason")
                 block.skip = rest
-            elif kind == "fast":
+            elif kind in ("fast", "shorten"):
                 words = shlex.split(rest)
-                block.slow_output = True
-                if len(words) % 2:
-                    raise ValueError(f"{page}:{line}: test: fast takes pairs 'OLD' 'NEW'")
-                block.fast = list(zip(words[::2], words[1::2], strict=True))
+                if len(words) % 2 or (kind == "shorten" and not words):
+                    raise ValueError(f"{page}:{line}: test: {kind} takes pairs 'OLD' 'NEW'")
+                pairs = list(zip(words[::2], words[1::2], strict=True))
+                if kind == "fast":
+                    block.slow_output, block.fast = True, pairs
+                else:
+                    block.shorten = pairs
             elif kind == "background":
                 block.background = rest or None
             else:

@@ -26,6 +26,7 @@ from transformer.cli import (
     imports,
     memory,
     plot,
+    prepare,
     serve,
     train,
     translate,
@@ -35,12 +36,13 @@ from transformer.cli.common import did_you_mean, emit_json
 from transformer.errors import InputError, RunStopped, WriteError
 
 # in workflow order: train, use, look inside, serve, convert (as the help's epilog groups them)
-VERBS = (demo, train, classify, average, memory, translate, evaluate, attention, plot, serve,
+VERBS = (demo, prepare, train, classify, average, memory, translate, evaluate, attention, plot, serve,
          imports, export, version)
 EPILOG = """\
 workflows (one example each; `transformer VERB --help` for the rest):
   train        transformer train --preset multi30k-cpu --threads 2 --out runs/m30k
-               also: demo (a small model in minutes), classify train, average, memory
+               also: demo (a small model in minutes), prepare (big data), classify train,
+               average, memory
   use          transformer translate --model runs/m30k "A man is riding a bike."
                also: evaluate (BLEU, chrF), classify predict, classify evaluate
   look inside  transformer attention --model runs/m30k "A man is riding a bike."

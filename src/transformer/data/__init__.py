@@ -12,5 +12,8 @@
 - ``batching``: encoding with a length limit and collation, for both tasks; ``batch``: the
   ``Batch`` and ``ClassificationBatch`` they produce; ``padding``: ``pad_rows``, the one padding
   helper; ``sampler``: token-budget length buckets and DDP shards; ``epochs``: the Trainer's
-  per-epoch batches (``Epochs``, ``LazyBatches``).
+  per-epoch batches (``Epochs``, ``LazyBatches``, ``ArrayBatches``).
+- ``prepare``: ``transformer prepare``, parallel text to a prepared data directory in constant
+  memory; ``prepared``: that directory's format, read through memory maps (``PreparedData``,
+  ``PreparedPairs``), and its epochs with corpora mixed by weight (``MixedEpochs``).
 """

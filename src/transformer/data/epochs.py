@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+import numpy as np
+
 from transformer.data.sampler import TokenBatchSampler
 
 Item = TypeVar("Item")
@@ -30,6 +32,30 @@ class LazyBatches(Sequence[BatchT]):
         if isinstance(index, slice):
             return [self._collate(p) for p in self._plan[index]]
         return self._collate(self._plan[index])
+
+
+class ArrayBatches(Sequence[BatchT]):
+    """A plan held as two arrays (see :meth:`TokenBatchSampler.plan`): batch j collates the items
+    ``indices[bounds[j]:bounds[j + 1]]``, on access."""
+
+    def __init__(self, indices: np.ndarray, bounds: np.ndarray,
+                 collate: Callable[[list[int]], BatchT]) -> None:
+        self._indices, self._bounds, self._collate = indices, bounds, collate
+
+    def __len__(self) -> int:
+        return len(self._bounds) - 1
+
+    def batch_indices(self, index: int) -> list[int]:
+        """The item indices of batch ``index``."""
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"batch {index} of {len(self)}")
+        index %= len(self)
+        return self._indices[self._bounds[index] : self._bounds[index + 1]].tolist()
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self._collate(self.batch_indices(index))
 
 
 class Epochs(Generic[Item, BatchT]):
@@ -64,7 +90,7 @@ class Epochs(Generic[Item, BatchT]):
     def for_epoch(self, epoch: int) -> Sequence[BatchT]:
         """The batches of ``epoch`` for this rank, in order."""
         self.sampler.set_epoch(epoch)
-        return LazyBatches(list(self.sampler), self._collate)
+        return ArrayBatches(*self.sampler.plan(), self._collate)
 
     def _collate(self, indices: list[int]) -> BatchT:
         return self.collate([self.items[i] for i in indices])

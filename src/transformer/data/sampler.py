@@ -143,6 +143,26 @@ class TokenBatchSampler(Sampler[list[int]]):
         batches.extend(batches[i % len(batches)] for i in range(self.num_repeated))
         return batches
 
+    def plan(self) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's batches of the current epoch as two arrays, ``(indices, bounds)``: batch j
+        is ``indices[bounds[j]:bounds[j + 1]]``. The same batches as ``list(self)``, in the same
+        order, without a Python list per batch (a plan over millions of examples stays a few
+        arrays)."""
+        if not self._sizes:
+            return np.empty(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        rng = np.random.default_rng([self.seed, self.epoch])
+        order = self._order(rng)  # drawn first, as in batches()
+        sizes = np.asarray(self._sizes, dtype=np.int64)
+        starts = np.cumsum(sizes) - sizes
+        shared = rng.permutation(len(sizes)) if self.shuffle else np.arange(len(sizes))
+        shared = np.concatenate([shared, shared[np.arange(self.num_repeated) % len(shared)]])
+        mine = shared[self.rank :: self.world_size]
+        bounds = np.zeros(len(mine) + 1, dtype=np.int64)
+        np.cumsum(sizes[mine], out=bounds[1:])
+        # position of each slot of this rank's plan in the sorted order
+        slots = np.repeat(starts[mine] - bounds[:-1], sizes[mine]) + np.arange(bounds[-1])
+        return order[slots], bounds
+
     def __iter__(self) -> Iterator[list[int]]:
         yield from self.batches()[self.rank :: self.world_size]
 
