@@ -87,7 +87,7 @@ def test_classify_train_gives_each_preset_its_own_time():
     assert "tiny (a smoke test" in text and "each 30 minutes" not in text
 
 
-WORKFLOWS = {"train": ("demo", "train", "classify", "average", "memory"),
+WORKFLOWS = {"train": ("demo", "prepare", "train", "classify", "average", "memory"),
              "use": ("translate", "evaluate"), "look inside": ("attention", "plot"),
              "serve": ("serve",), "convert": ("import", "export")}
 

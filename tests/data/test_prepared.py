@@ -18,8 +18,8 @@ from transformer.data.prepare import Filters, PrepareRequest, prepare
 from transformer.data.prepared import (
     MixedEpochs,
     PreparedData,
-    ShardWriter,
     Shard,
+    ShardWriter,
     id_dtype,
     mixture,
 )
@@ -27,8 +27,10 @@ from transformer.data.sampler import TokenBatchSampler
 from transformer.data.tokenizer import Tokenizer
 from transformer.errors import InputError
 
-WORDS = "a man is riding bike the dog runs on grass woman sings loud song in park".split()
-WORTE = "ein mann fährt fahrrad der hund läuft auf gras frau singt laut lied im park".split()
+WORDS = ["a", "man", "is", "riding", "bike", "the", "dog", "runs", "on", "grass", "woman", "sings",
+         "loud", "song", "in", "park"]
+WORTE = ["ein", "mann", "fährt", "fahrrad", "der", "hund", "läuft", "auf", "gras", "frau", "singt",
+         "laut", "lied", "im", "park"]
 
 
 def sentence(rng: random.Random, words: list[str], n: int) -> str:
@@ -320,7 +322,7 @@ def test_weighted_mixing_lands_within_2_percent_of_the_weights(files, tokenizer,
         assert abs(share[1] - 0.75) < 0.02 and abs(share[0] - 0.25) < 0.02, share
         assert abs(len(indices) - len(pairs)) <= 1
         widths = pairs.widths[indices]
-        assert all(int(widths[a:b].max()) * (b - a) <= 64 for a, b in zip(bounds[:-1], bounds[1:]))
+        assert all(int(widths[a:b].max()) * (b - a) <= 64 for a, b in zip(bounds[:-1], bounds[1:], strict=True))
         draws.append(np.sort(indices[pairs.corpus[indices] == 0]))
     assert not np.array_equal(draws[0], draws[1])  # the subsampled corpus draws anew each epoch
     np.testing.assert_array_equal(np.sort(epochs.plan(2)[0]), np.sort(epochs.plan(2)[0]))

@@ -45,8 +45,8 @@ def run_ranks(data_dir: Path, out: Path, world_size: int = 2) -> dict:
 
 
 def lines(path: Path, n: int, seed: int, lang: str) -> str:
-    words = {"en": "one two three four five six seven eight nine ten".split(),
-             "de": "eins zwei drei vier fünf sechs sieben acht neun zehn".split()}[lang]
+    words = {"en": ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"],
+             "de": ["eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn"]}[lang]
     text = [" ".join(words[(i * 7 + j * seed) % 10] for j in range(1 + (i * seed) % 9)) + f" {i}"
             for i in range(n)]
     path.write_text("".join(t + "\n" for t in text), encoding="utf-8")
