@@ -66,7 +66,7 @@ FILE_FLAGS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 # every flag whose field a configuration error may name (see common.flagged)
 MESSAGE_FLAGS = (MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS,
                  tuple((f"--{name.replace('_', '-')}", name, str, "", ())
-                       for name in ("data", *FILE_FLAGS)))
+                       for name in ("data", *FILE_FLAGS, "data_dir")))
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -86,6 +86,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     for name in FILE_FLAGS:
         data.add_argument(f"--{name.replace('_', '-')}", dest=f"set:{name}", metavar="FILE",
                           help="parallel text, one sentence a line (.gz ok)")
+    data.add_argument("--data-dir", dest="set:data_dir", metavar="DATA_DIR",
+                      help="a prepared data directory (transformer prepare): its tokenizer, ids "
+                      "and corpus weights, read through memory maps, in place of text files")
     tok = p.add_argument_group("tokenizer")
     tok.add_argument("--joint", dest="set:joint", action="store_true", default=None,
                      help="one vocabulary for both languages (default)")

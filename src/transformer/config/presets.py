@@ -156,7 +156,8 @@ def translation_config(preset: str = "small", overrides: Mapping[str, Any] | Non
     ``overrides`` applied (keys as :func:`apply_overrides`). Explicit ``train_src``/``train_tgt``
     files replace the preset's corpus."""
     changes = dict(overrides or {})
-    if (changes.get("train_src") or changes.get("train_tgt")) and "data" not in changes:
+    if (changes.get("train_src") or changes.get("train_tgt") or changes.get("data_dir")) \
+            and "data" not in changes:
         changes["data"] = None
     chosen = get_preset("translation", preset)
     return _build(TranslationTrainConfig, chosen, changes, preset=chosen.model)

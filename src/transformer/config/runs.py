@@ -101,10 +101,12 @@ class TranslationTrainConfig(_RunConfig):
     """A translation run: data, tokenizer, the model's shape (``model``), optimisation, the loop.
 
     Data: a corpus by name (``data="multi30k"`` with ``src_lang``/``tgt_lang``, or ``"numbers"``,
-    the built-in task) or explicit parallel files (``train_src``/``train_tgt``, optional
-    ``valid_src``/``valid_tgt``, with ``data=None``). ``preset`` records the ModelConfig preset the
-    shape started from (for logs and the summary); ``model`` is the shape itself. Presets and
-    recipes (``transformer.config.translation_config``) also fill the schedule and the budget.
+    the built-in task), explicit parallel files (``train_src``/``train_tgt``, optional
+    ``valid_src``/``valid_tgt``, with ``data=None``) or a prepared data directory (``data_dir``,
+    with ``data=None``: ``transformer prepare``'s ids, tokenizer and weights). ``preset`` records
+    the ModelConfig preset the shape started from (for logs and the summary); ``model`` is the
+    shape itself. Presets and recipes (``transformer.config.translation_config``) also fill the
+    schedule and the budget.
     """
 
     # data
@@ -115,6 +117,7 @@ class TranslationTrainConfig(_RunConfig):
     train_tgt: str | None = None
     valid_src: str | None = None
     valid_tgt: str | None = None
+    data_dir: str | None = None  # a prepared data directory (transformer prepare) instead of text
     on_long: str = "truncate"
     # tokenizer
     vocab_size: int = 8000
@@ -167,8 +170,12 @@ class TranslationTrainConfig(_RunConfig):
         if self.clip_norm == 0:
             object.__setattr__(self, "clip_norm", None)
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
-        if self.data is None and not (self.train_src and self.train_tgt):
-            raise ValueError("give a corpus name (data) or train_src and train_tgt files")
+        if self.data is None and not (self.train_src and self.train_tgt) and not self.data_dir:
+            raise ValueError("give a corpus name (data), train_src and train_tgt files or a data_dir")
+        if self.data_dir and (self.data is not None or self.train_src or self.train_tgt
+                              or self.valid_src or self.valid_tgt):
+            raise ValueError("data_dir holds the training and validation data: give it alone, "
+                             "without data, train_src, train_tgt, valid_src or valid_tgt")
         if self.data is not None and self.data not in TRANSLATION_CORPORA:
             raise ValueError(f"unknown corpus {self.data!r}; known: {', '.join(TRANSLATION_CORPORA)}")
         if bool(self.valid_src) != bool(self.valid_tgt):

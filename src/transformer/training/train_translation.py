@@ -41,6 +41,7 @@ from transformer.precision import resolve_precision
 from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint, seed_everything
 from transformer.training.optimizer import build_optimizer
+from transformer.training.prepared_inputs import check_tokenizers, open_prepared, prepared_inputs
 from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import Trainer, TrainResult
@@ -119,9 +120,10 @@ def train_translation(
     run_dir = Path(run_dir)
     info, dev = D.init_distributed(device=device)
     seed_everything(cfg.seed)
-    if splits is None:
+    prepared = open_prepared(cfg, run_dir=run_dir, resume=resume)  # None unless cfg.data_dir
+    if splits is None and prepared is None:
         splits = load_splits(cfg)
-    train, valid = splits["train"], splits.get("valid")
+    train, valid = (splits["train"], splits.get("valid")) if splits is not None else (None, None)
 
     if resume:
         src_tok, tgt_tok = load_tokenizer_dir(run_dir)
@@ -139,6 +141,10 @@ def train_translation(
         model = build_translation_model(cfg, src_tok, tgt_tok)
         load_origin(model, origin)
         extra_config = {**(extra_config or {}), "init_from": origin.record()}
+    elif prepared is not None:  # the tokenizer the ids were made with
+        src_tok, tgt_tok = prepared.tokenizers()
+        seed_everything(cfg.seed)
+        model = build_translation_model(cfg, src_tok, tgt_tok)
     else:
         pair = None
         if info.is_main:
@@ -149,6 +155,8 @@ def train_translation(
         src_tok, tgt_tok = _broadcast_tokenizers(pair) if info.is_distributed else pair
         seed_everything(cfg.seed)  # the model's initial weights depend on the seed alone
         model = build_translation_model(cfg, src_tok, tgt_tok)
+    if prepared is not None:
+        check_tokenizers(prepared, src_tok, tgt_tok, where=str(init_from or run_dir))
     model.to(dev)
     model_cfg = model.config
     previous = read_config(run_dir).get("precision") if resume else None
@@ -168,24 +176,32 @@ def train_translation(
              model_cfg.num_encoder_layers, model_cfg.num_decoder_layers,
              model_cfg.src_vocab_size, model_cfg.tgt_vocab_size)
 
-    encoded = encode_pairs(train, src_tok, tgt_tok, max_len=model_cfg.max_len, on_long=cfg.on_long)
-    if len(encoded) == 0:
-        raise InputError(f"{train.name or 'training data'}: no usable sentence pairs")
-    max_tokens = max(cfg.max_tokens, max(encoded.widths))  # one pair always fits a batch
-    data = Epochs(encoded, widths=encoded.lengths, collate=collate_pairs, max_tokens=max_tokens,
-                  seed=cfg.seed, rank=info.rank, world_size=info.world_size)
-    valid_batches: list[Batch] = []
-    bleu_src: list[list[int]] = []
-    bleu_ref: list[str] = []
-    if valid is not None and len(valid) > 0 and info.is_main:
-        enc_valid = encode_pairs(valid, src_tok, tgt_tok, max_len=model_cfg.max_len,
-                                 on_long="truncate")
-        sampler = TokenBatchSampler(enc_valid.lengths, max_tokens=max(max_tokens, 2 * cfg.max_tokens),
-                                    shuffle=False)
-        valid_batches = [collate_pairs([enc_valid[i] for i in idx]) for idx in sampler]
-        if cfg.bleu_sample:
-            sources, bleu_ref = _bleu_sample(valid, cfg.bleu_sample, cfg.seed)
-            bleu_src = [ids[: model_cfg.max_len] for ids in src_tok.encode_batch(sources)]
+    if prepared is not None:
+        inputs = prepared_inputs(prepared, cfg, max_len=model_cfg.max_len, rank=info.rank,
+                                 world_size=info.world_size, validation=info.is_main)
+        data, train_pairs = inputs.data, inputs.train_pairs
+        valid_batches, bleu_src, bleu_ref = (inputs.valid_batches, inputs.bleu_sources,
+                                             inputs.bleu_references)
+    else:
+        encoded = encode_pairs(train, src_tok, tgt_tok, max_len=model_cfg.max_len, on_long=cfg.on_long)
+        if len(encoded) == 0:
+            raise InputError(f"{train.name or 'training data'}: no usable sentence pairs")
+        max_tokens = max(cfg.max_tokens, max(encoded.widths))  # one pair always fits a batch
+        data = Epochs(encoded, widths=encoded.lengths, collate=collate_pairs, max_tokens=max_tokens,
+                      seed=cfg.seed, rank=info.rank, world_size=info.world_size)
+        train_pairs = len(encoded)
+        valid_batches: list[Batch] = []
+        bleu_src: list[list[int]] = []
+        bleu_ref: list[str] = []
+        if valid is not None and len(valid) > 0 and info.is_main:
+            enc_valid = encode_pairs(valid, src_tok, tgt_tok, max_len=model_cfg.max_len,
+                                     on_long="truncate")
+            sampler = TokenBatchSampler(enc_valid.lengths, max_tokens=max(max_tokens, 2 * cfg.max_tokens),
+                                        shuffle=False)
+            valid_batches = [collate_pairs([enc_valid[i] for i in idx]) for idx in sampler]
+            if cfg.bleu_sample:
+                sources, bleu_ref = _bleu_sample(valid, cfg.bleu_sample, cfg.seed)
+                bleu_src = [ids[: model_cfg.max_len] for ids in src_tok.encode_batch(sources)]
     task = TranslationTask(
         metric=cfg.metric, tgt_tokenizer=tgt_tok, valid_batches=valid_batches, bleu_sources=bleu_src,
         metrics=cfg.valid_metrics, bleu_references=bleu_ref, label_smoothing=cfg.label_smoothing, pad_id=PAD_ID,
@@ -200,8 +216,9 @@ def train_translation(
         "task": "translation",
         "training": cfg.to_dict(),
         "precision": precision.to_dict(),
-        "data": {"train": train.name, "valid": valid.name if valid is not None else None,
-                 "train_pairs": len(encoded), "valid_pairs": len(valid) if valid is not None else 0},
+        "data": inputs.record if prepared is not None else {
+            "train": train.name, "valid": valid.name if valid is not None else None,
+            "train_pairs": train_pairs, "valid_pairs": len(valid) if valid is not None else 0},
         "tokenizer": {"vocab_size": cfg.vocab_size, "joint": cfg.joint, "model_type": cfg.model_type,
                       "src_vocab_size": src_tok.vocab_size, "tgt_vocab_size": tgt_tok.vocab_size},
         **(extra_config or {}),
@@ -225,7 +242,7 @@ def train_translation(
                       run_dir=run_dir,
                       save_best=save_best, device=dev, progress=progress)
     result = trainer.fit(resume=resume)
-    summary = summarize(result, run_dir=run_dir, model=model, cfg=cfg, train_pairs=len(encoded))
+    summary = summarize(result, run_dir=run_dir, model=model, cfg=cfg, train_pairs=train_pairs)
     if cfg.average_last and info.is_main:
         summary["average"] = _try_average(cfg, trainer, result, run_dir, save_best)
     D.barrier()

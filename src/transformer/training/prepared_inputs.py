@@ -1,0 +1,104 @@
+"""A translation run's inputs from a prepared data directory (``train --data-dir``): the
+training batches read through memory maps, validation, and the manifest check on resume.
+
+    prepared = open_prepared(cfg, run_dir=run_dir, resume=resume)   # None without cfg.data_dir
+    inputs = prepared_inputs(prepared, cfg, max_len=model.config.max_len, rank=0, world_size=1)
+    trainer = Trainer(..., train_data=inputs.data, ...)
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformer.config.runs import TranslationTrainConfig
+from transformer.data.batch import Batch
+from transformer.data.batching import collate_pairs
+from transformer.data.prepared import MANIFEST, MixedEpochs, PreparedData
+from transformer.data.sampler import TokenBatchSampler
+from transformer.errors import InputError
+from transformer.model_dir import read_config
+
+log = logging.getLogger(__name__)
+
+
+def open_prepared(cfg: TranslationTrainConfig, *, run_dir: Path, resume: bool) -> PreparedData | None:
+    """``cfg.data_dir`` opened (None when the run reads text files). On resume the directory's
+    manifest must be the one the run started with: another one is refused in one line."""
+    if cfg.data_dir is None:
+        return None
+    prepared = PreparedData.open(cfg.data_dir)
+    if resume:
+        stored = read_config(run_dir).get("data") or {}
+        started = stored.get("manifest_sha256")
+        if started != prepared.manifest_sha256:
+            raise InputError(
+                f"{Path(cfg.data_dir) / MANIFEST}: not the prepared data this run started with "
+                f"(manifest sha256 {prepared.manifest_sha256[:12]}, the run's "
+                f"{str(started)[:12]}); resume needs the same data, or start a new run")
+    return prepared
+
+
+def check_tokenizers(prepared: PreparedData, src_tok: Any, tgt_tok: Any, *, where: str) -> None:
+    """InputError when the model's tokenizers (from ``where``) are not the ones the ids were made
+    with."""
+    src, tgt = prepared.tokenizers()
+    if (src.to_bytes(), tgt.to_bytes()) != (src_tok.to_bytes(), tgt_tok.to_bytes()):
+        raise InputError(f"{prepared.root}: its ids were made with another tokenizer than {where}'s; "
+                         f"prepare the data with --tokenizer-from {where}")
+
+
+@dataclass
+class PreparedInputs:
+    """What the run needs from the directory: ``data`` (the Trainer's epochs), the validation
+    batches and BLEU sample, and ``record`` (config.json's ``data`` section)."""
+
+    data: MixedEpochs
+    train_pairs: int
+    valid_batches: list[Batch] = field(default_factory=list)
+    bleu_sources: list[list[int]] = field(default_factory=list)
+    bleu_references: list[str] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def prepared_inputs(prepared: PreparedData, cfg: TranslationTrainConfig, *, max_len: int,
+                    rank: int, world_size: int, validation: bool) -> PreparedInputs:
+    """The training epochs of ``prepared`` fitted to ``max_len`` positions (``cfg.on_long``), and
+    with ``validation`` (rank 0) the validation batches and BLEU sample, as the text-file path
+    makes them from the same pairs."""
+    began = time.perf_counter()
+    pairs = prepared.pairs("train", max_len=max_len, on_long=cfg.on_long)
+    if len(pairs) == 0:
+        raise InputError(f"{prepared.root}: no training pair fits max_len={max_len}")
+    max_tokens = max(cfg.max_tokens, int(pairs.widths.max()))  # one pair always fits a batch
+    data = MixedEpochs(pairs, weights=prepared.weights, collate=collate_pairs, max_tokens=max_tokens,
+                       seed=cfg.seed, rank=rank, world_size=world_size)
+    log.info("data: %s: %s training pairs in %d corpora%s, %s tokens (%.1fs)", prepared.root,
+             f"{len(pairs):,}", len(pairs.sizes),
+             f" mixed by weights {prepared.weights}" if prepared.weights else "",
+             f"{int(pairs.lengths.sum()):,}", time.perf_counter() - began)
+    inputs = PreparedInputs(data=data, train_pairs=len(pairs), record={
+        "train": f"{prepared.root}/train", "valid": None, "data_dir": str(prepared.root),
+        "manifest_sha256": prepared.manifest_sha256, "train_pairs": len(pairs), "valid_pairs": 0,
+        "weights": prepared.weights})
+    if prepared.has_split("valid"):
+        inputs.record["valid"] = f"{prepared.root}/valid"
+        valid = prepared.pairs("valid", max_len=max_len, on_long="truncate")
+        inputs.record["valid_pairs"] = len(valid)
+        if validation:
+            sampler = TokenBatchSampler(valid.lengths, shuffle=False,
+                                        max_tokens=max(max_tokens, 2 * cfg.max_tokens))
+            inputs.valid_batches = [collate_pairs([valid[i] for i in idx]) for idx in sampler]
+            if cfg.bleu_sample:
+                index = range(len(valid))
+                if cfg.bleu_sample < len(valid):  # the text path's sample (train_translation)
+                    index = sorted(random.Random(cfg.seed).sample(range(len(valid)), cfg.bleu_sample))
+                references = prepared.references("valid")
+                inputs.bleu_sources = [valid[i][0] for i in index]
+                inputs.bleu_references = [references[i] for i in index]
+    return inputs
+
