@@ -203,3 +203,35 @@ def test_bad_prepare_input_is_one_line_exit_2_and_nothing_written(cli, number_fi
     assert main(args) == 2
     assert named in cli.one_line_error(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["SHORT"]
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_train_from_one_prepared_directory(cli, data_dir, tmp_path):
+    """The whole command under DDP: both ranks read the same memory maps and end together."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run = tmp_path / "run"
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+               "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "transformer", "train", "--data-dir", str(data_dir), *tiny(cli),
+             "--max-steps", "3", "--eval-every", "3", "--log-every", "1", "--out", str(run)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    try:
+        for p in procs:
+            output, _ = p.communicate(timeout=300)
+            assert p.returncode == 0, output.decode()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    steps = [r["step"] for r in records(run) if r["kind"] == "train"]
+    assert steps == [1, 2, 3]
+    assert json.loads((run / "config.json").read_text())["data"]["manifest_sha256"]
