@@ -345,6 +345,11 @@ def test_a_damaged_directory_is_refused_in_one_line(files, tokenizer, tmp_path):
         PreparedData.open(data.root).corpora("train")
     with pytest.raises(InputError, match="not a prepared data directory"):
         PreparedData.open(tmp_path)
+    # a prepare killed between its two renames: the previous copy, ROOT.old, is read
+    old = data.root.with_name(data.root.name + ".old")
+    os.rename(data.root, old)
+    assert PreparedData.open(data.root).root == old
+    os.rename(old, data.root)
     os.remove(data.root / "manifest.json")
     with pytest.raises(InputError, match="manifest.json"):
         PreparedData.open(data.root)

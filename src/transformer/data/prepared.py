@@ -166,7 +166,10 @@ class PreparedData:
 
     @classmethod
     def open(cls, root: str | Path) -> PreparedData:
-        root = Path(root)
+        from transformer.atomic import existing_dir
+
+        # a prepare killed between its two renames leaves the complete previous copy as ROOT.old
+        root = existing_dir(root) or Path(root)
         path = root / MANIFEST
         if not root.is_dir():
             raise InputError(f"{root}: prepared data directory not found (make one with "
