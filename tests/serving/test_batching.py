@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -41,14 +42,36 @@ def test_gathers_within_the_token_budget():
     assert sorted(p for b in batches for p in b) == list(range(10))
 
 
+async def until(condition, timeout_s: float = 10.0) -> None:
+    """Yield to the event loop until ``condition()`` holds (the worker has reached a state), or
+    fail after ``timeout_s`` (a margin for a slow machine: these states take microseconds)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the batcher never got there"
+        await asyncio.sleep(0.001)
+
+
 def test_a_lone_request_does_not_wait_for_the_window():
-    start = time.perf_counter()
-    results, batches = run_jobs([(5, 1)], max_wait_s=2.0)
-    assert results == [50] and batches == [[5]] and time.perf_counter() - start < 1.0
+    """A 20-second window: a lone request still runs at once (the test gives it 10 s, where it
+    takes milliseconds on this 2-core Zen 4; waiting for the window would time out)."""
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(lambda payloads: [p * 10 for p in payloads], executor=pool,
+                              max_wait_s=20.0)
+            batcher.start()
+            try:
+                return await asyncio.wait_for(batcher.submit(5, tokens=1), timeout=10.0)
+            finally:
+                await batcher.stop()
+
+    assert asyncio.run(main()) == 50
 
 
 def test_waits_for_as_many_as_the_last_batch():
-    """After a batch of 3, the next waits (within the window) for 3 requests that come apart."""
+    """After a batch of 3, the next waits (within a 20-second window) for 3 requests that come
+    one by one, each queued only once the worker has taken the one before, and then runs at
+    once (not at the end of the window)."""
     batches = []
 
     def run(payloads):
@@ -57,15 +80,16 @@ def test_waits_for_as_many_as_the_last_batch():
 
     async def main():
         with ThreadPoolExecutor(1) as pool:
-            batcher = Batcher(run, executor=pool, max_wait_s=1.0)
+            batcher = Batcher(run, executor=pool, max_wait_s=20.0)
             batcher.start()
-            await asyncio.gather(*(batcher.submit(i, tokens=1) for i in range(3)))
-
-            async def later(i):
-                await asyncio.sleep(0.05 * i)
-                return await batcher.submit(10 + i, tokens=1)
-
-            await asyncio.gather(*(later(i) for i in range(3)))
+            first = asyncio.gather(*(batcher.submit(i, tokens=1) for i in range(3)))
+            await asyncio.wait_for(first, timeout=10.0)
+            later = []
+            for i in range(3):
+                later.append(asyncio.ensure_future(batcher.submit(10 + i, tokens=1)))
+                await asyncio.sleep(0)  # the request is queued
+                await until(lambda: batcher._queue.qsize() == 0)  # and taken by the worker
+            await asyncio.wait_for(asyncio.gather(*later), timeout=10.0)
             await batcher.stop()
 
     asyncio.run(main())
@@ -84,11 +108,12 @@ def test_batching_off_runs_each_alone():
 
 def test_a_request_whose_client_left_is_dropped():
     seen = []
+    release = threading.Event()
 
     def run(payloads):
         seen.extend(payloads)
         if "busy" in payloads:
-            time.sleep(0.3)  # the model is busy while the next requests queue
+            release.wait(30)  # the model is busy while the next requests queue
         return list(payloads)
 
     async def main():
@@ -96,11 +121,12 @@ def test_a_request_whose_client_left_is_dropped():
             batcher = Batcher(run, executor=pool, max_wait_s=0.1)
             batcher.start()
             busy = asyncio.ensure_future(batcher.submit("busy", tokens=1))
-            await asyncio.sleep(0.05)
+            await until(lambda: seen == ["busy"])
             gone = asyncio.ensure_future(batcher.submit("gone", tokens=1))
             kept = asyncio.ensure_future(batcher.submit("kept", tokens=1))
-            await asyncio.sleep(0.05)
+            await until(lambda: batcher._queue.qsize() == 2)
             gone.cancel()  # the client disconnected while its request waited
+            release.set()
             result = await kept
             await busy
             await batcher.stop()
@@ -162,11 +188,12 @@ def test_a_disconnected_client_leaves_the_queue():
     from transformer.serving.app import ApiError, submit_unless_gone
 
     seen = []
+    release = threading.Event()
 
     def run(payloads):
         seen.extend(payloads)
         if "busy" in payloads:
-            time.sleep(0.4)
+            release.wait(30)  # busy until the request below has been given up
         return list(payloads)
 
     class Gone:
@@ -178,17 +205,18 @@ def test_a_disconnected_client_leaves_the_queue():
             batcher = Batcher(run, executor=pool, max_wait_s=0.0)
             batcher.start()
             busy = asyncio.ensure_future(batcher.submit("busy", tokens=1))
-            await asyncio.sleep(0.05)
+            await until(lambda: seen == ["busy"])
             try:
-                await submit_unless_gone(Gone(), batcher, "gone", tokens=1, poll_s=0.05)
+                await submit_unless_gone(Gone(), batcher, "gone", tokens=1, poll_s=0.01)
             except ApiError as err:
                 status = err.status
+            release.set()
             await busy
-            await asyncio.sleep(0.1)
+            after = await batcher.submit("after", tokens=1)  # queued behind "gone"
             await batcher.stop()
-            return status
+            return status, after
 
-    assert asyncio.run(main()) == 499 and seen == ["busy"]
+    assert asyncio.run(main()) == (499, "after") and seen == ["busy", "after"]
 
 
 def test_classify_batch_gives_each_request_its_own_rows(served):
