@@ -17,6 +17,8 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 ELSEWHERE = {
     ("average", "--average-last"): "names train's flag as such: (train --average-last)",
     ("train", "--nproc-per-node"): "torchrun's flag, in the example of a distributed run",
+    ("config show", "--preset"): "names the command it shows: train --preset PRESET FLAGS",
+    ("config show", "--d-model"): "train's flag, in the example (config show passes it to train)",
 }
 
 
@@ -87,7 +89,7 @@ def test_classify_train_gives_each_preset_its_own_time():
     assert "tiny (a smoke test" in text and "each 30 minutes" not in text
 
 
-WORKFLOWS = {"train": ("demo", "prepare", "train", "classify", "average", "memory"),
+WORKFLOWS = {"train": ("demo", "prepare", "train", "classify", "average", "memory", "config"),
              "use": ("translate", "evaluate"), "look inside": ("attention", "plot"),
              "serve": ("serve",), "convert": ("import", "export")}
 
@@ -104,3 +106,150 @@ def test_top_level_help_lists_the_verbs_by_workflow_with_an_example_each():
     for group, example in examples:
         args = parser.parse_args(shlex.split(example)[1:])  # a usage error exits: the test fails
         assert args.verb in WORKFLOWS[group], example
+
+
+# A flag that several verbs share has one default and one meaning (its help text): the signature
+# most of them share. A verb may differ only for a reason listed here, keyed (flag, verb).
+PRESET_OR_RUN = "a training verb's None is 'the preset's' (which the verb resolves); elsewhere a value"
+DIFFERS = {
+    ("--threads", "demo"): "one thread makes the demo's figures the same on every machine",
+    ("--threads", "train"): "adds what a --resume does with the count",
+    ("--device", "memory"): "the device an estimate is for (cpu or cuda only), not one to run on",
+    ("--precision", "memory"): "an estimate is for one precision; auto is decided by a probe",
+    ("--precision", "train"): PRESET_OR_RUN,
+    ("--precision", "classify train"): PRESET_OR_RUN,
+    ("--precision", "serve"): "the same choices and default as translate, worded for a server",
+    ("--json", "translate"): "translate prints one JSON object per input line",
+    ("--batch-size", "memory"): "rows of the batch an estimate is for",
+    ("--batch-tokens", "serve"): "the server's dynamic batch, not a training batch",
+    ("--d-model", "plot positional"): "the width of the plotted encoding, no model",
+    ("--max-len", "translate"): "in a decoding verb: the longest translation",
+    ("--max-len", "evaluate"): "in a decoding verb: the longest translation",
+    ("--max-len", "attention"): "in a decoding verb: the longest translation",
+    ("--max-len", "plot positional"): "the positions plotted, no model",
+    ("--data", "classify train"): "classification corpora, not translation ones",
+    ("--data", "classify evaluate"): "classification corpora, not translation ones",
+    ("--data", "evaluate"): "defaults to the corpus the run trained on",
+    ("--file", "classify evaluate"): "a labelled file, where predict reads texts",
+    ("--init-from", "classify train"): "takes the encoder only",
+    ("--label-column", "classify evaluate"): "defaults to the column the model trained on",
+    ("--text-column", "classify evaluate"): "defaults to the column the model trained on",
+    ("--label-separator", "classify evaluate"): "defaults to the separator the model trained on",
+    ("--label-smoothing", "memory"): "memory reads only a preset's shape; the loss is the paper's",
+    ("--pooling", "memory"): "memory reads only a preset's shape; pooling is the paper's mean",
+    ("--layers", "classify train"): "a classifier has only an encoder",
+    ("--lr", "classify train"): "the classifier's schedules have no noam",
+    ("--schedule", "classify train"): "the classifier's own schedules",
+    ("--max-steps", "demo"): "the demo's own budget",
+    ("--minutes", "demo"): "the demo's own budget",
+    ("--max-tokens", "memory"): "a batch size for an estimate, instead of --batch-size",
+    ("--model", "serve"): "names the model in requests and repeats",
+    ("--model", "export ctranslate2"): "only our own directory converts",
+    ("--model", "export huggingface"): "only our own directory converts",
+    ("--preset", "classify train"): "the classifier's presets",
+    ("--preset", "memory"): "memory estimates every preset of both training verbs",
+    ("--split", "classify evaluate"): "the classification corpora's splits",
+    ("--src", "evaluate"): "defaults to the run's language",
+    ("--tgt", "evaluate"): "defaults to the run's language",
+    ("--seed", "prepare"): "prepare's only randomness is the tokenizer's sample",
+    ("--tokenizer", "classify train"): "the classifier's presets choose it",
+    ("--vocab-size", "memory"): "an estimate's vocabulary",
+    ("--vocab-size", "prepare"): "prepare has no preset: the value is its own",
+    ("--no-byte-fallback", "prepare"): "prepare has no preset: the value is its own",
+    ("--separate", "prepare"): "prepare has no preset: the value is its own",
+    ("--tokenizer", "prepare"): "prepare has no preset: the value is its own",
+}
+# what --out names differs by nature (a run, a picture, a directory): its meaning is the verb's
+OWN_MEANING = {"--out", "--train-src", "--train-tgt", "--valid-src", "--valid-tgt"}
+
+
+def _shared_flags() -> dict[str, dict[str, argparse.Action]]:
+    shared: dict[str, dict[str, argparse.Action]] = {}
+    for verb, parser in PARSERS.items():
+        for action in parser._actions:  # noqa: SLF001
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    shared.setdefault(flag, {})[verb] = action
+    return {flag: verbs for flag, verbs in shared.items()
+            if len(verbs) > 1 and flag not in OWN_MEANING}
+
+
+def _signature(action: argparse.Action) -> tuple:
+    return (repr(action.default), action.help, repr(action.choices), type(action).__name__)
+
+
+def test_a_flag_shared_by_verbs_has_one_default_and_meaning_or_a_listed_reason():
+    unexplained = []
+    for flag, verbs in sorted(_shared_flags().items()):
+        counts: dict[tuple, list[str]] = {}
+        for verb, action in verbs.items():
+            if (flag, verb) not in DIFFERS:
+                counts.setdefault(_signature(action), []).append(verb)
+        if len(counts) > 1:
+            unexplained.append(f"{flag}: " + " / ".join(
+                f"{verbs} default {sig[0]} help {sig[1]!r}" for sig, verbs in counts.items()))
+    assert not unexplained, "\n".join(unexplained)
+
+
+def test_every_listed_difference_is_still_a_difference():
+    shared = _shared_flags()
+    stale = [key for key in DIFFERS if key[0] not in shared or key[1] not in shared[key[0]]]
+    assert not stale, f"listed reasons for flags the verbs no longer share: {stale}"
+
+
+LONG_RUNNING = ("demo", "train", "classify train", "prepare", "translate", "evaluate")
+
+
+@pytest.mark.parametrize("verb", LONG_RUNNING)
+def test_a_long_running_verb_has_the_progress_flags(verb):
+    options = PARSERS[verb]._option_string_actions  # noqa: SLF001
+    assert "--progress" in options and "--no-progress" in options
+    assert options["--progress"].default is None  # default: when stderr is a terminal
+
+
+@pytest.mark.parametrize("verb", ["classify train", "classify predict", "classify evaluate",
+                                  "attention", "serve", "translate", "evaluate", "train", "demo"])
+def test_device_is_auto_in_every_verb_that_runs_a_model(verb):
+    assert PARSERS[verb]._option_string_actions["--device"].default == "auto"  # noqa: SLF001
+
+
+def test_every_default_of_the_presets_points_to_config_show():
+    for verb, parser in PARSERS.items():
+        for text in _texts(parser):
+            if "preset's" in text:
+                assert "config show" in text, (verb, text)
+
+
+@pytest.mark.parametrize("argv, task", [
+    (["multi30k-cpu", "--d-model", "256", "--warmup", "100"], "translation"),
+    (["nsmc-cpu", "--lr", "1e-4"], "classification"),
+    (["tiny", "--data", "nsmc", "--task", "classification"], "classification"),
+])
+def test_config_show_prints_what_the_training_verb_would_run(capsys, argv, task):
+    import json
+
+    from transformer.cli import classify, main, train
+
+    assert main(["config", "show", *argv]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    flags = [flag for flag in argv[1:] if flag not in ("--task", "classification")]
+    verb = ["train"] if task == "translation" else ["classify", "train"]
+    args = PARSERS[""].parse_args([*verb, "--preset", argv[0], *flags])
+    config = train.config_of(args) if task == "translation" else classify.config_of(args)[0]
+    assert shown == {"task": task, "training": json.loads(json.dumps(config.to_dict()))}
+    if argv[0] == "multi30k-cpu":  # the flags are applied over the recipe
+        assert shown["training"]["model"]["d_model"] == 256 and shown["training"]["warmup"] == 100
+        assert shown["training"]["minutes"] == 60
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["multi30k-cpu", "--task", "classification"], "multi30k-cpu is not a classification preset"),
+    (["small", "--warmup", "0"], "--warmup must be at least 1"),
+    (["small", "--task", "summary"], "--task 'summary': choose from translation, classification"),
+])
+def test_config_show_refuses_in_one_line(capsys, argv, message):
+    from transformer.cli import main
+
+    assert main(["config", "show", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

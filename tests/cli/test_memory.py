@@ -30,13 +30,15 @@ def test_command_line_estimate_and_measure(capsys):
 
 
 @pytest.mark.parametrize("argv, fragment", [
-    (["--d-model", "30", "--heads", "4"], "d_model=30"),
-    (["--src-len", "300"], "max_len=256"),
-    (["--batch-size", "0"], "batch_size"),
+    (["--d-model", "30", "--heads", "4"], "--d-model 30 is not divisible by --num-heads 4"),
+    (["--src-len", "300"], "--src-len 300 exceeds the model's --max-len 256"),
+    (["--batch-size", "0"], "--batch-size must be a positive integer, got 0"),
     (["--decoder-only", "--measure"], "--decoder-only"),
-    (["--vocab-size", "0"], "src_vocab_size"),
+    (["--vocab-size", "0"], "--vocab-size must be a positive integer, got 0"),
+    (["--src-vocab", "0"], "--src-vocab must be a positive integer, got 0"),
+    (["--max-tokens", "1"], "--max-tokens 1 is smaller than one row"),
 ])
-def test_command_line_bad_values_exit_2(capsys, argv, fragment):
+def test_command_line_bad_values_exit_2_naming_the_flag(capsys, argv, fragment):
     assert main(["memory", *argv]) == 2
     err = capsys.readouterr().err
-    assert fragment in err and err.count("\n") == 1
+    assert fragment in err and err.count("\n") == 1 and "_" not in err

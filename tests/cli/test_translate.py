@@ -168,3 +168,17 @@ def test_translate_warns_of_pieces_the_vocabulary_lacks(cli, run_dir, tmp_path, 
     caplog.clear()
     assert main(["translate", "--model", str(run_dir), "--beam", "1", "three € hundred"]) == 0
     assert len([r for r in caplog.records if "vocabulary" in r.getMessage()]) == 1
+
+
+def test_progress_shows_a_bar_over_the_sentences_and_changes_no_line(cli, run_dir, tmp_path,
+                                                                       capsys):
+    src = cli.write(tmp_path / "in.txt", cli.numbers(40))
+    outs = {}
+    for flag in ("--progress", "--no-progress"):
+        out = tmp_path / f"out{flag}.txt"
+        assert main(["translate", "--model", str(run_dir), "-i", str(src), "-o", str(out),
+                     "--beam", "1", "--batch-size", "8", "--precision", "fp32", flag]) == 0
+        outs[flag] = (cli.read(out), capsys.readouterr().err)
+    assert outs["--progress"][0] == outs["--no-progress"][0]
+    assert "translating" in outs["--progress"][1] and "40/40" in outs["--progress"][1]
+    assert "translating" not in outs["--no-progress"][1]

@@ -60,7 +60,7 @@ def test_precision_choices_are_listed_plainly(capsys):
 
 
 @pytest.mark.parametrize("argv, prog", [
-    (["classify", "train", "--data", "nsmc"], "transformer classify train"),
+    (["classify", "train", "--pooling", "max"], "transformer classify train"),
     (["classify", "trian"], "transformer classify"),
     (["tranlate"], "transformer"),
     (["memory", "--batch-size", "x"], "transformer memory"),

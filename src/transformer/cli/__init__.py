@@ -20,6 +20,7 @@ from transformer.cli import (
     attention,
     average,
     classify,
+    config,
     demo,
     evaluate,
     export,
@@ -36,13 +37,13 @@ from transformer.cli.common import did_you_mean, emit_json
 from transformer.errors import InputError, RunStopped, WriteError
 
 # in workflow order: train, use, look inside, serve, convert (as the help's epilog groups them)
-VERBS = (demo, prepare, train, classify, average, memory, translate, evaluate, attention, plot, serve,
-         imports, export, version)
+VERBS = (demo, prepare, train, classify, average, memory, config, translate, evaluate, attention,
+         plot, serve, imports, export, version)
 EPILOG = """\
 workflows (one example each; `transformer VERB --help` for the rest):
   train        transformer train --preset multi30k-cpu --threads 2 --out runs/m30k
                also: demo (a small model in minutes), prepare (big data), classify train,
-               average, memory
+               average, memory, config show (what a preset and flags resolve to)
   use          transformer translate --model runs/m30k "A man is riding a bike."
                also: evaluate (BLEU, chrF), classify predict, classify evaluate
   look inside  transformer attention --model runs/m30k "A man is riding a bike."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer.cli.common import add_json, device, emit_json
+from transformer.cli.common import DEVICE_HELP, add_json, device, emit_json
 from transformer.errors import InputError
 
 
@@ -25,7 +25,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=int, help="longest translation in tokens (default: model's)")
     p.add_argument("--out", help="picture file, .png/.svg/.pdf (default attention-KIND.png)")
     p.add_argument("--svg", action="store_true", help="also write an SVG beside the picture")
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     add_json(p)
     p.set_defaults(handler=run)
 

@@ -13,11 +13,13 @@ from transformer.cli.common import (
     add_flags,
     add_json,
     add_model_flags,
+    add_progress,
     as_input_error,
     device,
     emit_json,
     flag_of,
     overrides,
+    progress,
     set_threads,
 )
 from transformer.config.choices import (
@@ -34,11 +36,11 @@ log = logging.getLogger("transformer")
 
 # flags of the classifier run only: flag, key, type, help, old spellings
 CLASSIFIER_FLAGS = (
-    ("--lr", "lr", float, "the peak learning rate (default: the preset's)", ()),
+    ("--lr", "lr", float, "the peak learning rate (default: the preset's, see `config show`)", ()),
     ("--schedule", "schedule", CLASSIFIER_SCHEDULES, "learning-rate schedule after the linear "
-     "warmup (default: the preset's)", ()),
+     "warmup (default: the preset's, see `config show`)", ()),
     ("--tokenizer", "tokenizer_type", TOKENIZER_TYPES,
-     "SentencePiece model type (default: the preset's)", ()),
+     "SentencePiece model type (default: the preset's, see `config show`)", ()),
     ("--character-coverage", "character_coverage", float, "SentencePiece character coverage", ()),
     ("--pooling", "pooling", POOLING, "the text's vector: the mean of the encoder's outputs or "
      "the CLS position's", ()),
@@ -62,7 +64,7 @@ def _file_columns(q: argparse._ArgumentGroup, *, default: bool) -> None:
     q.add_argument("--format", choices=("tsv", "csv", "jsonl"),
                    help="file format (default: from the name)")
     q.add_argument("--label-separator", default="," if default else None,
-                   help="between several labels in one cell (default ,)")
+                   help="between several labels in one cell" + (" (default ,)" if default else same))
 
 
 def _columns(args: argparse.Namespace) -> dict[str, object]:
@@ -71,8 +73,7 @@ def _columns(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _run_flags(p: argparse.ArgumentParser) -> None:
-    add_device_threads(p, device_default="cpu", device_help="torch device (default cpu)",
-                       threads_help="torch CPU threads (default: all cores)")
+    add_device_threads(p)
     add_json(p)
 
 
@@ -115,8 +116,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                       help="several labels per text (default: detected from the training file)")
     kind.add_argument("--single-label", dest="multi_label", action="store_false")
     src.add_argument("--split-seed", type=int, help="seed of the held-out splits (default 1234)")
-    t.add_argument("--out", required=True, metavar="RUN_DIR", help="model directory to write")
-    t.add_argument("--overwrite", action="store_true", help="replace a model already in RUN_DIR")
+    t.add_argument("--out", metavar="RUN_DIR", help="model directory to write (default "
+                   "runs/classify)")
+    t.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
     t.add_argument("--preset", choices=tuple(CLASSIFIER_PRESETS),
                    help="default: DATA-cpu for --data, else the built-in defaults")
     t.add_argument("--init-from", metavar="RUN_DIR", help="start the encoder and its embeddings "
@@ -126,7 +128,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     hyper = t.add_argument_group("model and training (override the preset)")
     add_model_flags(hyper, decoder=False)
     add_flags(hyper, (*RUN_FLAGS, *CLASSIFIER_FLAGS))
-    t.add_argument("--progress", action="store_true", help="show a progress bar")
+    add_progress(t)
     _run_flags(t)
     t.set_defaults(handler=run_train)
 
@@ -182,10 +184,10 @@ def run_train(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     config, preset, data = config_of(args)
     summary = train_classifier_run(
-        config, run_dir=args.out, overwrite=args.overwrite, preset=preset, data=data,
+        config, run_dir=args.out or "runs/classify", overwrite=args.overwrite, preset=preset, data=data,
         train=args.train, valid=args.valid, test=args.test, columns=_columns(args),
         split_seed=args.split_seed, multi_label=args.multi_label, device=device(args.device),
-        progress=args.progress, init_from=args.init_from)
+        progress=progress(args), init_from=args.init_from)
     if args.json:
         emit_json(summary)
         return 0

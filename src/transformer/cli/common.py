@@ -25,7 +25,7 @@ KEY = "set:"
 
 # flag, key, type (or an argparse action), help, old spellings kept as aliases for one release
 Flag = tuple[str, str, Any, str, tuple[str, ...]]
-_PRESET = "(default: the preset's)"
+_PRESET = "(default: the preset's, see `config show`)"
 
 MODEL_FLAGS: tuple[Flag, ...] = (
     ("--d-model", "model.d_model", int, f"model width, d_model {_PRESET}", ()),
@@ -99,7 +99,7 @@ def add_model_flags(group: Any, *, decoder: bool = True) -> None:
     if decoder:
         add_flags(group, MODEL_FLAGS)
         return
-    encoder = "the encoder's layers, N (default: the preset's); --encoder-layers wins"
+    encoder = "the encoder's layers, N (default: the preset's, see `config show`); --encoder-layers wins"
     add_flags(group, [(flag, key, kind, encoder if flag == "--layers" else text, aliases)
                       for flag, key, kind, text, aliases in MODEL_FLAGS], skip=DECODER_ONLY_FLAGS)
 
@@ -129,21 +129,31 @@ def add_json(p: argparse.ArgumentParser, text: str = "print one JSON object") ->
     p.add_argument("--json", action="store_true", help=text)
 
 
-def add_device_threads(p: Any, *, device_default: str, device_help: str, threads_help: str) -> None:
-    p.add_argument("--device", default=device_default, help=device_help)
-    p.add_argument("--threads", type=int, help=threads_help)
+# one default and one meaning per flag across verbs (tests/cli/test_help.py holds them to it)
+DEVICE_HELP = "auto (default): the GPU when there is one, else the CPU; or cpu, cuda, cuda:N"
+THREADS_HELP = "CPU threads for PyTorch (default: PyTorch's, one per core)"
+PROGRESS_HELP = "progress bar on stderr (default: when stderr is a terminal)"
 
 
-def add_training_run(p: Any, *, device_help: str, threads_help: str) -> None:
+def add_device_threads(p: Any, *, threads_default: int | None = None, threads_note: str = "") -> None:
+    """--device (default auto) and --threads; ``threads_note`` says why a verb differs."""
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    threads_help = THREADS_HELP if threads_default is None else (
+        f"CPU threads for PyTorch (default {threads_default})")
+    p.add_argument("--threads", type=int, default=threads_default,
+                   help=threads_help + (f"; {threads_note}" if threads_note else ""))
+
+
+def add_training_run(p: Any, *, threads_default: int | None = None, threads_note: str = "") -> None:
     """--device (default auto), --threads, --progress and --json of the training verbs."""
-    add_device_threads(p, device_default="auto", device_help=device_help, threads_help=threads_help)
+    add_device_threads(p, threads_default=threads_default, threads_note=threads_note)
     add_progress(p)
-    add_json(p, "print one JSON summary")
+    add_json(p)
 
 
 def add_progress(p: Any) -> None:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar (default: when stderr is a terminal)")
+                   help=PROGRESS_HELP)
 
 
 def progress(args: argparse.Namespace) -> bool:

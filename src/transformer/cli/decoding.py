@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from transformer.cli.common import add_device_threads, inference_device, set_threads
+from transformer.cli.common import (
+    add_device_threads,
+    add_progress,
+    inference_device,
+    progress,
+    set_threads,
+)
 from transformer.config.choices import INFERENCE_PRECISIONS
 
 
@@ -33,8 +39,8 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
                    "(sentencex, in the run's source language), they are translated one by one "
                    "and joined with a space. Either way a sentence longer than the model's "
                    "positions is cut at its last comma or space that fits, never truncated")
-    add_device_threads(g, device_default="auto", device_help="auto (default), cpu, cuda or cuda:N",
-                       threads_help="CPU threads for PyTorch")
+    add_device_threads(g)
+    add_progress(g)
 
 
 def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> tuple[Any, Any]:
@@ -42,8 +48,10 @@ def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> tupl
     from transformer.evaluation.translation import load_translator
 
     set_threads(args.threads)
-    return load_translator(
+    translator, loaded = load_translator(
         args.model, beam_size=args.beam, length_penalty=args.length_penalty, nbest=nbest,
         max_len_a=args.max_len_a, max_len_b=args.max_len_b, max_len=args.max_len,
         batch_size=args.batch_size, precision=args.precision,
         device=inference_device(args.device, args.precision))
+    translator.progress = progress(args)
+    return translator, loaded

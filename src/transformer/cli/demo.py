@@ -33,8 +33,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help=f"optimizer updates (default {run_settings['max_steps']})")
     p.add_argument("--seed", dest="set:seed", type=int, metavar="SEED",
                    help=f"random seed of data and training (default {run_settings['seed']})")
-    add_training_run(p, device_help="auto (default), cpu or cuda",
-                     threads_help="CPU threads for PyTorch (default 1)")
+    add_training_run(p, threads_default=1, threads_note="one thread makes the demo's figures the "
+                     "same on every machine and leaves the other cores free")
     p.set_defaults(handler=run)
 
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     # One thread by default: the model is so small that a second one gains little, and loses a
     # lot when the CPU is shared with other work.
-    set_threads(args.threads if args.threads is not None else 1)
+    set_threads(args.threads)
     config = config_of(args)
     summary = as_input_error(lambda: run_demo(config=config, run_dir=args.out, device=args.device,
                                               progress=progress(args)))

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import argparse
 
-from transformer.cli.common import add_json, add_model_flags, emit_json, overrides
+from transformer.cli.common import (
+    MODEL_FLAGS,
+    add_json,
+    add_model_flags,
+    emit_json,
+    flagged,
+    overrides,
+)
 from transformer.config.choices import POOLING, PRECISIONS
 from transformer.config.presets import SHAPE_PRESETS
 from transformer.errors import InputError
+
+# memory's own flags whose field an estimate's error may name (see common.flagged)
+MEMORY_FLAGS = tuple((f"--{name.replace('_', '-')}", name, str, "", ()) for name in (
+    "batch_size", "max_tokens", "src_len", "tgt_len", "num_labels", "label_smoothing",
+    "vocab_size", "precision"))
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -26,12 +38,13 @@ def add(sub: argparse._SubParsersAction) -> None:
                        "--encoder-only)")
     add_model_flags(model)
     model.add_argument("--vocab-size", type=int,
-                       help="source and target vocabulary (default: the preset's, 8000 for a shape)")
+                       help="source and target vocabulary (default: the preset's, 8000 for a shape; see `config show`)")
     model.add_argument("--src-vocab", type=int, help="source vocabulary (default --vocab-size)")
     model.add_argument("--tgt-vocab", type=int, help="target vocabulary (default --vocab-size)")
     model.add_argument("--encoder-only", action="store_true", help="a classifier")
     model.add_argument("--num-labels", type=int, default=2, help="classifier labels (default 2)")
-    model.add_argument("--pooling", choices=POOLING, default="mean")
+    model.add_argument("--pooling", choices=POOLING, default="mean",
+                       help="a classifier's pooling (default mean)")
     model.add_argument("--decoder-only", action="store_true",
                        help="the seed's GPT-2 formula (d_ff defaults to 4 x d_model)")
     batch = p.add_argument_group("batch and training")
@@ -45,7 +58,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     batch.add_argument("--device", choices=("cuda", "cpu"),
                        help="what the estimate is for and --measure runs on "
                        "(default: cuda when available, else cpu)")
-    batch.add_argument("--label-smoothing", type=float, default=0.1)
+    batch.add_argument("--label-smoothing", type=float, default=0.1,
+                       help="epsilon_ls: above 0 the loss keeps one more logits-sized tensor "
+                       "(default 0.1, the paper's)")
     p.add_argument("--measure", action="store_true",
                    help="also run real training steps and print the measured peak")
     add_json(p)
@@ -63,8 +78,13 @@ def run(args: argparse.Namespace) -> int:
     changes = {key.removeprefix("model."): value for key, value in overrides(args).items()}
     try:
         shape, classifier = preset_model(args.preset)
-        vocab = {"src_vocab_size": args.src_vocab or args.vocab_size,
-                 "tgt_vocab_size": args.tgt_vocab or args.vocab_size}
+        for flag in ("vocab_size", "src_vocab", "tgt_vocab"):
+            value = getattr(args, flag)
+            if value is not None and value < 1:
+                raise InputError(f"--{flag.replace('_', '-')} must be a positive integer, "
+                                 f"got {value}")
+        vocab = {"src_vocab_size": args.vocab_size if args.src_vocab is None else args.src_vocab,
+                 "tgt_vocab_size": args.vocab_size if args.tgt_vocab is None else args.tgt_vocab}
         vocab = {key: value for key, value in vocab.items() if value is not None}
         config = apply_overrides(shape, {**vocab, **changes})
         result = memory.memory_job(
@@ -73,8 +93,10 @@ def run(args: argparse.Namespace) -> int:
             encoder_only=args.encoder_only or classifier, num_labels=args.num_labels, pooling=args.pooling,
             label_smoothing=args.label_smoothing, decoder_only=args.decoder_only,
             decoder_only_d_ff=changes.get("d_ff"), measure=args.measure)
-    except ValueError as err:  # a bad flag value or combination
-        raise InputError(str(err)) from None
+    except InputError:
+        raise
+    except ValueError as err:  # a bad flag value or combination, in the flags' words
+        raise InputError(flagged(str(err).splitlines()[0], MODEL_FLAGS, MEMORY_FLAGS)) from None
     if args.json:
         emit_json(result.to_dict())
     else:

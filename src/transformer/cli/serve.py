@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from transformer.cli.common import inference_device, set_threads
+from transformer.cli.common import add_device_threads, inference_device, set_threads
 from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.errors import InputError
 
@@ -41,8 +41,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "natively and a probe of each model finds it faster, else fp32), fp32, bf16, "
                    "or int8 (translators' decoders with int8 weights, made once at start, on "
                    "the CPU; classifiers stay fp32)")
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument("--threads", type=int, help="CPU threads for PyTorch")
+    add_device_threads(p)
     p.set_defaults(handler=run)
 
 

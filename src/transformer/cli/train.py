@@ -34,27 +34,27 @@ from transformer.errors import InputError
 # flags of the translation run only: flag, key, type, help, old spellings
 TRANSLATION_FLAGS = (
     ("--lr", "lr", float, "the peak learning rate of inverse_sqrt and constant (noam: unused, see "
-     "--lr-scale; default: the preset's)", ()),
+     "--lr-scale; default: the preset's, see `config show`)", ()),
     ("--schedule", "schedule", TRANSLATION_SCHEDULES,
-     "learning-rate schedule (default: the preset's)", ()),
+     "learning-rate schedule (default: the preset's, see `config show`)", ()),
     ("--src", "src_lang", str, "source language of --data (default en)", ()),
     ("--tgt", "tgt_lang", str, "target language of --data (default de)", ()),
     ("--tokenizer", "model_type", TOKENIZER_TYPES, "SentencePiece model type (default bpe)",
      ("--model-type",)),
     ("--max-tokens", "max_tokens", int,
-     "tokens per micro-batch and process, padding included (default: the preset's)", ()),
+     "tokens per micro-batch and process, padding included (default: the preset's, see `config show`)", ()),
     ("--accumulate", "accumulate", int, "micro-batches per optimizer update (default 1)", ()),
     ("--lr-scale", "lr_scale", float, "noam: factor on equation 3 (default 1)", ()),
     ("--cooldown", "cooldown", int, "lower the rate linearly towards 0 over the last N updates "
      "before --max-steps (default 0: no cool-down)", ()),
     ("--cooldown-share", "cooldown_share", float, "lower the rate linearly to 0 over the last "
      "share (0-1) of the budget, placed by the time left under --minutes (default: the "
-     "preset's, else 0: no cool-down)", ()),
+     "preset's, else 0: no cool-down; see `config show`)", ()),
     ("--adam-eps", "adam_eps", float, "Adam epsilon (default 1e-9)", ()),
     ("--log-every", "log_every", int, "updates between log lines (default 50)", ()),
     ("--bleu-sample", "bleu_sample", int,
-     "validation sentences translated for BLEU (default 500, or the preset's; at least the "
-     "split's size: all of it)", ()),
+     "validation sentences translated for BLEU (default 500, or the preset's, see `config "
+     "show`; at least the split's size: all of it)", ()),
     ("--average-last", "average_last", int, "keep the weights of the last N validations "
      "(RUN_DIR/snapshots/); at the end their average replaces the model if it validates better",
      ()),
@@ -96,7 +96,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                      help="one vocabulary per language")
     tok.add_argument("--no-byte-fallback", dest="set:byte_fallback", action="store_false",
                      default=None, help="unknown characters become <unk> instead of UTF-8 bytes")
-    model = p.add_argument_group("model (defaults: the preset's)")
+    model = p.add_argument_group("model (defaults: the preset's; `transformer config show PRESET` prints them)")
     model.add_argument("--preset", choices=tuple(TRANSLATION_PRESETS),
                        help=f"model shape (default small; {', '.join(PRESETS)}; base and big are "
                        "the paper's Table 3), or a whole recipe: multi30k-cpu is the README's "
@@ -117,9 +117,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                      "this model directory (a run, or one made by transformer import marian) with "
                      "its tokenizer and shape (a flag that contradicts them is refused; --dropout "
                      "may change), a fresh optimizer and schedule")
-    add_training_run(run, device_help="auto (default), cpu, cuda or cuda:N",
-                     threads_help="CPU threads for PyTorch (a --resume takes the count the run "
-                     "started with, so it ends bit for bit as a straight run)")
+    add_training_run(run, threads_note="a --resume takes the count the run started with, so it "
+                     "ends bit for bit as a straight run")
     p.set_defaults(handler=run_train)
 
 

@@ -109,6 +109,7 @@ class Translator:
         # the decoding fast path, weights packed once for every batch (None: not a Transformer)
         self.decoder = decoder_for(model, precision=precision)
         self.precision = precision
+        self.progress = False  # a bar over the batches of a call that has several
 
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, *, options: DecodeOptions | None = None,
@@ -165,11 +166,23 @@ class Translator:
         weights the translator's decoder packed once for all batches; results in input order."""
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         out: list[Candidates] = [[] for _ in sources]
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            found = self._decode([sources[i] for i in chunk])
-            for i, candidates in zip(chunk, found, strict=True):
-                out[i] = candidates
+        bar = None
+        if self.progress and len(order) > self.batch_size:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(order), unit="sentence", desc="translating", leave=False,
+                       dynamic_ncols=True)
+        try:
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                found = self._decode([sources[i] for i in chunk])
+                for i, candidates in zip(chunk, found, strict=True):
+                    out[i] = candidates
+                if bar is not None:
+                    bar.update(len(chunk))
+        finally:
+            if bar is not None:
+                bar.close()
         return out
 
     def _decode(self, sources: list[list[int]]) -> list[Candidates]:
