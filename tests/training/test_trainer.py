@@ -325,3 +325,25 @@ def test_resume_under_a_time_budget_continues_exactly(synth, tmp_path):
     assert resumed_rates == straight_rates[15:] and resumed_rates[-1] < 0.5 * resumed_rates[0]
     for name, value in straight.model.state_dict().items():
         assert torch.equal(value, resumed.model.state_dict()[name]), name
+
+
+@pytest.mark.parametrize("budget, per_update, expect", [
+    ({"max_steps": 10}, 2.0, "step 4/10 | epoch 1.00 | "),
+    ({"minutes": 1.0}, 3.0, "step 4 | epoch 1.00 | "),
+    ({"epochs": 5}, 1.0, "step 4 | epoch 1.00/5 | "),
+])
+def test_log_lines_give_the_budget_and_an_eta_at_the_pace_so_far(synth, caplog, budget,
+                                                                   per_update, expect):
+    """4 batches an epoch; at update k the clock reads k * per_update seconds."""
+    trainer, clock, _ = timed_trainer(synth, per_update=per_update, **budget)
+    with caplog.at_level("INFO", logger="transformer.training.trainer"):
+        trainer.fit()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    line = next(text for text in lines if text.startswith(expect))
+    total_s = {"max_steps": 10 * per_update, "minutes": 60.0, "epochs": 5 * 4 * per_update}
+    left = total_s[next(iter(budget))] - 4 * per_update
+    m, s = divmod(int(left), 60)
+    assert line.endswith(f"| eta {m}m{s:02d}s"), line
+    if "minutes" in budget:
+        assert "0m12s/1m00s" in line
+    assert trainer.planned_updates(4) == trainer.state.step  # at the end: all of the budget

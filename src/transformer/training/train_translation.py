@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,11 @@ def load_splits(cfg: TranslationTrainConfig) -> dict[str, ParallelCorpus]:
     return splits
 
 
+def _stage(name: str, began: float, what: str) -> None:
+    """One log line per data stage: what it made and how long it took."""
+    log.info("data: %s: %s (%.1fs)", name, what, time.perf_counter() - began)
+
+
 def _bleu_sample(corpus: ParallelCorpus, k: int, seed: int) -> tuple[list[str], list[str]]:
     """A fixed random sample of ``k`` validation pairs, in corpus order."""
     index = range(len(corpus))
@@ -122,7 +128,10 @@ def train_translation(
     seed_everything(cfg.seed)
     prepared = open_prepared(cfg, run_dir=run_dir, resume=resume)  # None unless cfg.data_dir
     if splits is None and prepared is None:
+        began = time.perf_counter()
         splits = load_splits(cfg)
+        _stage("read", began, ", ".join(f"{name} {len(corpus):,} pairs"
+                                         for name, corpus in splits.items()))
     train, valid = (splits["train"], splits.get("valid")) if splits is not None else (None, None)
 
     if resume:
@@ -183,7 +192,10 @@ def train_translation(
         valid_batches, bleu_src, bleu_ref = (inputs.valid_batches, inputs.bleu_sources,
                                              inputs.bleu_references)
     else:
+        began = time.perf_counter()
         encoded = encode_pairs(train, src_tok, tgt_tok, max_len=model_cfg.max_len, on_long=cfg.on_long)
+        _stage("encode", began, f"{len(encoded):,} training pairs, "
+               f"{sum(s + t for s, t in encoded.lengths):,} tokens")
         if len(encoded) == 0:
             raise InputError(f"{train.name or 'training data'}: no usable sentence pairs")
         max_tokens = max(cfg.max_tokens, max(encoded.widths))  # one pair always fits a batch

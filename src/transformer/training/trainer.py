@@ -203,6 +203,7 @@ class Trainer:
                     window["tokens"] += tokens
                     st.tokens += tokens
                 if self._bar is not None:
+                    self._bar.total = self.planned_updates(n) or self._bar.total
                     self._bar.update(1)
                 if st.step % cfg.log_every == 0:
                     self._log_train(window, n)
@@ -255,6 +256,23 @@ class Trainer:
         if cfg.minutes is not None:
             shares.append(elapsed / max(cfg.minutes * 60 - self._reserve(), 1e-9))
         return min(1.0, max(shares))
+
+    def eta_s(self, batches_per_epoch: int) -> float | None:
+        """Seconds left until the budget (updates, epochs or minutes, whichever ends first) is
+        used at the pace so far; None before the first update or without a budget. Early stopping
+        (``patience``) may end the run sooner."""
+        share = self.budget_used(self.state.elapsed_s, batches_per_epoch)
+        if share <= 0.0:
+            return None
+        return self.state.elapsed_s * (1.0 - share) / share
+
+    def planned_updates(self, batches_per_epoch: int) -> int | None:
+        """The updates the run will have made when its budget is used: ``max_steps`` when that
+        is the budget, else the updates so far scaled by the share of the budget they used."""
+        share = self.budget_used(self.state.elapsed_s, batches_per_epoch)
+        if share <= 0.0:
+            return self.config.max_steps
+        return max(self.state.step, round(self.state.step / share))
 
     def _reserve(self) -> float:
         """Seconds a ``minutes`` budget keeps for the evaluations that follow the stop."""
@@ -327,6 +345,7 @@ class Trainer:
             [window["loss"], window["norm"], window["tokens"]], device=self.device
         )
         now = self.clock()
+        eta = self.eta_s(n)
         record = {
             "kind": "train",
             "step": self.state.step,
@@ -335,18 +354,26 @@ class Trainer:
             "lr": self._lr(),
             "tokens_per_s": tokens / max(now - window["t"], 1e-9),
             "elapsed_s": round(self.state.elapsed_s, 3),
+            "eta_s": None if eta is None else round(eta, 1),
             "skipped_updates": self.state.skipped_updates,
         }
         window.update(loss=0.0, norm=0, tokens=0, t=now)
         if self._bar is not None:
             self._bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
                                   tok_s=f"{record['tokens_per_s']:,.0f}",
-                                  elapsed=_clock(record["elapsed_s"]), refresh=False)
+                                  epoch=f"{record['epoch']:.2f}", refresh=False)
         else:
+            cfg = self.config
+            steps = f"/{cfg.max_steps}" if cfg.max_steps is not None else ""
+            epochs = f"/{cfg.epochs}" if cfg.epochs is not None else ""
+            time = _clock(record["elapsed_s"])
+            if cfg.minutes is not None:
+                time += f"/{_clock(cfg.minutes * 60)}"
             self._say(
-                f"step {record['step']} | epoch {record['epoch']:.2f} | loss {record['loss']:.4f} | "
-                f"lr {record['lr']:.3e} | {record['tokens_per_s']:,.0f} tok/s | "
-                f"{_clock(record['elapsed_s'])}"
+                f"step {record['step']}{steps} | epoch {record['epoch']:.2f}{epochs} | "
+                f"loss {record['loss']:.4f} | lr {record['lr']:.3e} | "
+                f"{record['tokens_per_s']:,.0f} tok/s | {time}"
+                + (f" | eta {_clock(round(eta))}" if eta is not None else "")
             )
         self.write_metrics(record)
 
