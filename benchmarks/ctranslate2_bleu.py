@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from machine import cpu_name, describe  # benchmarks/machine.py
+from machine import cpu_name, describe, require_model  # benchmarks/machine.py
 from transformer.convert import export_ctranslate2
 from transformer.convert.ctranslate2 import onednn_int8_saturates
 from transformer.evaluation.bleu import score_translations
@@ -72,11 +72,13 @@ def ct2_backends(model_dir: Path) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--model", required=True, help="a translation model directory "
+                        "(benchmarks/quality.py makes runs/quality/en-de)")
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--limit", type=int, help="only the first N sentences")
     parser.add_argument("--output", default=str(Path(__file__).parent / "results" / "ctranslate2_bleu.json"))
     args = parser.parse_args()
+    require_model(args.model, script="benchmarks/ctranslate2_bleu.py")
     import ctranslate2
 
     torch.set_num_threads(1)

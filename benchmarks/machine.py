@@ -27,3 +27,19 @@ def describe() -> dict[str, Any]:
     machine = hardware.detect()
     return {"cpu_name": cpu_name(), "summary": machine.summary(), **machine.to_dict(),
             "isa_environment": {k: os.environ[k] for k in ISA_ENVIRONMENT if k in os.environ}}
+
+
+RECIPE_MODEL = ("transformer train --preset multi30k-cpu --src en --tgt de --out {path}  "
+                "# the one-hour recipe (60 minutes on 2 cores)")
+
+
+def require_model(path: str | os.PathLike[str], *, script: str, make: str = RECIPE_MODEL) -> None:
+    """Exit with status 2 and the command that makes it when ``path`` holds no model directory:
+    a benchmark on a fresh clone then says what to run first, not a missing-file traceback."""
+    import sys
+    from pathlib import Path
+
+    if not (Path(path) / "config.json").is_file():
+        print(f"{script}: no model in {path}; make one first:\n  {make.format(path=path)}",
+              file=sys.stderr)
+        sys.exit(2)

@@ -34,7 +34,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from machine import cpu_name, describe  # benchmarks/machine.py
+from machine import cpu_name, describe, require_model  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "quality.json"
@@ -153,6 +153,11 @@ def main() -> int:
     directions = [tuple(d.split("-")) for d in args.directions]
     args.runs.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    if args.skip_train:
+        for src, tgt in directions:
+            require_model(args.runs / f"{src}-{tgt}", script="benchmarks/quality.py --skip-train",
+                          make=f".venv/bin/python benchmarks/quality.py --directions {src}-{tgt} "
+                          f"--runs {args.runs}  # trains it (the recipe: 60 minutes)")
     summaries = {} if args.skip_train else train(directions, args.runs, args)
 
     names = [f"{src}-{tgt}" for src, tgt in directions]

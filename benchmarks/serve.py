@@ -11,7 +11,7 @@ While ``--bad-at`` clients load a server, one more client sends every kind of ba
 JSON, wrong types, unknown model, empty list, too many texts, over-long text, oversized body,
 non-UTF-8) over and over and checks each gets its 4xx with a one-line JSON error.
 
-    .venv/bin/python benchmarks/serve.py --model /work/runs/m30k-ende   # -> results/serve.json
+    .venv/bin/python benchmarks/serve.py --model runs/quality/en-de   # -> results/serve.json
 
 Only 127.0.0.1 is used. The machine may be shared: quote the on/off ratios, not raw figures.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from machine import describe  # benchmarks/machine.py
+from machine import describe, require_model  # benchmarks/machine.py
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serve.json"
 DATA = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
@@ -135,7 +135,9 @@ async def load(url: str, sentences: list[str], clients: int, seconds: float, *, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="/work/runs/m30k-ende", help="a multi30k-cpu model directory (en->de)")
+    parser.add_argument("--model", required=True,
+                        help="a multi30k-cpu model directory, en->de (benchmarks/quality.py makes "
+                        "runs/quality/en-de)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
     parser.add_argument("--seconds", type=float, default=10.0, help="load time per client count and mode")
     parser.add_argument("--rounds", type=int, default=1, help="on/off alternations per client count")
@@ -144,6 +146,7 @@ def main() -> None:
     parser.add_argument("--batch-wait-ms", type=float, help="the batching server's --batch-wait-ms")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    require_model(args.model, script="benchmarks/serve.py")
 
     with gzip.open(DATA / "multi30k" / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
         sentences = [line.strip() for line in f if line.strip()]
