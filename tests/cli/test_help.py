@@ -112,7 +112,7 @@ def test_top_level_help_lists_the_verbs_by_workflow_with_an_example_each():
 # most of them share. A verb may differ only for a reason listed here, keyed (flag, verb).
 PRESET_OR_RUN = "a training verb's None is 'the preset's' (which the verb resolves); elsewhere a value"
 DIFFERS = {
-    ("--threads", "demo"): "one thread makes the demo's figures the same on every machine",
+    ("--threads", "demo"): "the demo's model is too small to gain from more, and a shared CPU hurts",
     ("--threads", "train"): "adds what a --resume does with the count",
     ("--device", "memory"): "the device an estimate is for (cpu or cuda only), not one to run on",
     ("--precision", "memory"): "an estimate is for one precision; auto is decided by a probe",

@@ -33,8 +33,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help=f"optimizer updates (default {run_settings['max_steps']})")
     p.add_argument("--seed", dest="set:seed", type=int, metavar="SEED",
                    help=f"random seed of data and training (default {run_settings['seed']})")
-    add_training_run(p, threads_default=1, threads_note="one thread makes the demo's figures the "
-                     "same on every machine and leaves the other cores free")
+    add_training_run(p, threads_default=1, threads_note="the demo's model is so small that more "
+                     "threads gain little, and lose much on a CPU shared with other work")
     p.set_defaults(handler=run)
 
 
