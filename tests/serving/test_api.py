@@ -81,6 +81,25 @@ def test_attention_equals_sentence_attention(client, translation_dir):
             assert torch.allclose(got.sum(-1), torch.ones(4, shape[0]), atol=1e-3)
 
 
+def test_attention_shows_one_sentence_of_a_text_at_a_time(client, translation_dir):
+    """A text of several sentences: the attention of the sentence asked for (the first by
+    default), equal to that sentence's own, with the list of sentences to choose from."""
+    text = f"{english_number(4321)}. {english_number(77)}."
+    loaded = load_model_dir(translation_dir)
+    for number in (None, 1, 2):
+        body = {"model": "numbers", "text": text} | ({} if number is None else {"sentence": number})
+        data = client.post("/v1/attention", json=body).json()
+        assert data["sentences"] == [f"{english_number(4321)}.", f"{english_number(77)}."]
+        shown = data["sentences"][(number or 1) - 1]
+        want = sentence_attention(loaded, shown)
+        assert data["sentence"] == (number or 1) and data["source_tokens"] == want.src_tokens
+        assert data["output"] == want.output
+    for number, status in ((3, 422), (0, 422)):
+        bad = client.post("/v1/attention", json={"model": "numbers", "text": text,
+                                                 "sentence": number})
+        assert bad.status_code == status and bad.json()["error"].startswith("sentence")
+
+
 def test_attention_with_forced_target(client, tokenizer):
     target = "dreihundert"
     data = client.post("/v1/attention", json={"model": "numbers", "text": "three hundred",

@@ -166,3 +166,29 @@ def test_page_translates_shows_attention_and_exports(server, browser, tmp_path, 
     shot = Path(os.environ.get("SERVE_SCREENSHOT") or tmp_path / "serve-page.png")
     shot.parent.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_page_shows_the_attention_of_one_sentence_at_a_time(server, browser, trained_numbers):
+    import httpx
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    model = trained_numbers.partition("=")[0]
+    text = "forty two. seven hundred and one."
+    browser.get(server + "/")
+    wait_for(browser, "return document.querySelectorAll('#attention-model option').length > 0")
+    box = browser.find_element(By.ID, "attention-text")
+    box.clear()
+    box.send_keys(text)
+    browser.find_element(By.ID, "attention").click()
+    wait_for(browser, "return !document.getElementById('att-sentence-box').hidden")
+    options = browser.execute_script(
+        "return [...document.querySelectorAll('#att-sentence option')].map(o => o.value)")
+    assert options == ["1", "2"]
+    Select(browser.find_element(By.ID, "att-sentence")).select_by_value("2")
+    want = httpx.post(server + "/v1/attention",
+                      json={"model": model, "text": text, "sentence": 2}).json()
+    cols = wait_for(browser, "const v = document.querySelector('svg#view');"
+                             f"return v && v.getAttribute('data-cols') === '{len(want['source_tokens'])}'"
+                             " && [...v.querySelectorAll('.col-label')].map(t => t.textContent)")
+    assert cols == want["source_tokens"] and "seven" in "".join(cols)

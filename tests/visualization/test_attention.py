@@ -153,3 +153,21 @@ def test_attention_unavailable_device_exits_2(translation_dir, tmp_path, capsys)
     assert main(["attention", "--model", str(translation_dir), "a man", "--device", device,
                  "--out", str(tmp_path / "a.png")]) == 2
     assert "--device" in capsys.readouterr().err
+
+
+def test_attention_command_draws_one_sentence_of_several(translation_dir, tmp_path, capsys):
+    from transformer.model_dir import load_model_dir
+    from transformer.visualization.sentence import sentence_attention
+
+    first, second = "Two dogs play in the snow", "A man reads"
+    for number, shown in ((1, first), (2, second)):
+        out = tmp_path / f"s{number}.png"
+        assert main(["attention", "--model", str(translation_dir), f"{first}. {second}.",
+                     "--sentence-number", str(number), "--out", str(out), "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["sentence"] == f"{shown}." and data["sentences"] == [f"{first}.", f"{second}."]
+        alone = sentence_attention(load_model_dir(translation_dir), f"{shown}.")
+        assert data["source_tokens"] == alone.src_tokens and out.exists()
+    assert main(["attention", "--model", str(translation_dir), f"{first}. {second}.",
+                 "--sentence-number", "3"]) == 2
+    assert "--sentence-number 3 is out of range: the text has 2 sentences" in capsys.readouterr().err

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from transformer.cli.common import DEVICE_HELP, add_json, device, emit_json
 from transformer.errors import InputError
+
+log = logging.getLogger("transformer")
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +20,10 @@ def add(sub: argparse._SubParsersAction) -> None:
         "cross (encoder-decoder), or the head-averaged source-target alignment of one layer. For "
         "a translation model the alignment is also written beside the grid (OUT-alignment.png).",
     )
-    p.add_argument("sentence", help="the sentence (quote it)")
+    p.add_argument("sentence", help="the sentence (quote it); a translation model's text of "
+                   "several sentences shows one of them, see --sentence-number")
+    p.add_argument("--sentence-number", type=int, default=1, metavar="N",
+                   help="which sentence of a text that holds several (default 1, the first)")
     p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
     p.add_argument("--kind", choices=("encoder", "decoder", "cross", "alignment"),
                    help="which attention (default: cross for translation, encoder for a classifier)")
@@ -40,11 +46,24 @@ def run(args: argparse.Namespace) -> int:
     from transformer.visualization.sentence import save_attention, sentence_attention
 
     loaded = load_model_dir(args.model, device=device(args.device))
-    att = sentence_attention(loaded, args.sentence, max_len=args.max_len)
+    sentence, sentences = args.sentence, [args.sentence]
+    if loaded.config.get("task", "translation") == "translation":
+        from transformer.decoding.paragraphs import languages_of, nth_sentence
+
+        try:
+            sentence, sentences = nth_sentence(args.sentence, args.sentence_number,
+                                               lang=languages_of(loaded.config)[0])
+        except ValueError as err:
+            raise InputError(f"--sentence-number {err}") from None
+        if len(sentences) > 1:
+            log.info("the text holds %d sentences; showing sentence %d: %s (--sentence-number N "
+                     "for another)", len(sentences), args.sentence_number, sentence)
+    att = sentence_attention(loaded, sentence, max_len=args.max_len)
     kind, written = save_attention(att, args.out, kind=args.kind, layer=args.layer, svg=args.svg)
     files = [str(f) for f in written]
     if args.json:
-        emit_json({"sentence": args.sentence, "task": att.task, "kind": kind,
+        emit_json({"sentence": sentence, "sentences": sentences,
+                   "sentence_number": args.sentence_number, "task": att.task, "kind": kind,
                    "output": att.output, "source_tokens": att.src_tokens,
                    "target_tokens": att.tgt_out_tokens, "files": files})
     else:

@@ -47,6 +47,17 @@ def languages_of(config: Mapping[str, Any]) -> tuple[str, str | None]:
     return (src if isinstance(src, str) and src else "en"), (tgt if isinstance(tgt, str) else None)
 
 
+def nth_sentence(text: str, number: int, *, lang: str = "en") -> tuple[str, list[str]]:
+    """The ``number``-th sentence (from 1) of ``text`` and all its sentences: what the attention
+    views show, one sentence at a time (a model that saw single sentences attends across a
+    paragraph in ways that mean little). Raises ValueError for a number out of range."""
+    sentences = split_sentences(text, lang=lang) or [text.strip()]
+    if not 1 <= number <= len(sentences):
+        raise ValueError(f"{number} is out of range: the text has {len(sentences)} "
+                         f"sentence{'s' if len(sentences) > 1 else ''}")
+    return sentences[number - 1], sentences
+
+
 def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool = True,
                     src_lang: str = "en", tgt_lang: str | None = None,
                     first_line: int = 1) -> list[LineTranslation]:

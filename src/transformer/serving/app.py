@@ -191,14 +191,28 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
         if req.target is not None and model.task != "translation":
             raise ApiError(422, "target: only a translation model has a target")
 
+        text, sentences = req.text, [req.text]
+        if model.task == "translation" and req.target is None:  # one sentence at a time
+            from transformer.decoding.paragraphs import languages_of, nth_sentence
+
+            try:
+                text, sentences = nth_sentence(req.text, req.sentence,
+                                               lang=languages_of(model.loaded.config)[0])
+            except ValueError as err:
+                raise ApiError(422, f"sentence: {err}") from None
+        elif req.sentence != 1:
+            raise ApiError(422, "sentence: only a translation model's text without a target is "
+                           "split into sentences")
+
         def work() -> Any:
-            return sentence_attention(model.loaded, req.text, target=req.target)
+            return sentence_attention(model.loaded, text, target=req.target)
 
         try:  # the model's own thread: never two calls on one model at once
             att = await asyncio.get_running_loop().run_in_executor(model.executor, work)
         except InputError as err:
             raise ApiError(422, f"text: {err}") from None
         return {"model": model.name, "task": att.task, "output": att.output,
+                "sentence": req.sentence, "sentences": sentences,
                 "source_tokens": att.src_tokens, "target_tokens": att.tgt_out_tokens,
                 "decoder_input_tokens": att.tgt_in_tokens,
                 "attention": {"encoder": _rounded(att.encoder), "decoder": _rounded(att.decoder),

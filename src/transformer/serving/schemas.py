@@ -43,6 +43,8 @@ class AttentionRequest(Request):
     model: ModelName
     text: Annotated[str, Field(min_length=1, max_length=MAX_CHARS)]
     target: Annotated[str, Field(min_length=1, max_length=MAX_CHARS)] | None = None
+    # a translation model's text of several sentences: which one to show (from 1)
+    sentence: Annotated[int, Field(ge=1, le=MAX_CHARS)] = 1
 
 
 class ClassifyRequest(Request):

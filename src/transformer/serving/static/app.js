@@ -73,10 +73,11 @@ async function translate() {
 
 // --- attention ------------------------------------------------------------------------------
 
-async function showAttention() {
+// a text of several sentences is shown one sentence at a time (number: from 1)
+async function showAttention(number = 1) {
   const text = $("attention-text").value.trim();
   if (!text) { setStatus("attention-status", "type a sentence first", true); return; }
-  const body = { model: $("attention-model").value, text };
+  const body = { model: $("attention-model").value, text, sentence: number };
   const target = $("attention-target").value.trim();
   if (target) body.target = target;
   setStatus("attention-status", "reading the attention...");
@@ -84,6 +85,13 @@ async function showAttention() {
     state.attention = await api("/v1/attention", body);
   } catch (err) { setStatus("attention-status", err.message, true); return; }
   const a = state.attention;
+  const several = (a.sentences || []).length > 1;
+  $("att-sentence-box").hidden = !several;
+  if (several) {
+    fillSelect($("att-sentence"), a.sentences.map((_, i) => i + 1),
+      a.sentences.map((s, i) => `${i + 1}: ${s.length > 40 ? s.slice(0, 39) + "…" : s}`));
+    $("att-sentence").value = a.sentence;
+  }
   $("attention-output").textContent = (a.task === "translation" ? "translation: " : "label: ") + a.output;
   const kinds = a.task === "translation" ? ["cross", "encoder", "decoder"] : ["encoder"];
   for (const o of $("att-kind").options) o.disabled = !kinds.includes(o.value);
@@ -279,9 +287,10 @@ $("translate").addEventListener("click", translate);
 $("explore").addEventListener("click", () => {
   $("attention-text").value = $("source").value.split("\n").find((t) => t.trim()) || "";
   $("attention-model").value = $("translate-model").value;
-  showAttention();
+  showAttention(1);
 });
-$("attention").addEventListener("click", showAttention);
+$("attention").addEventListener("click", () => showAttention(1));
+$("att-sentence").addEventListener("change", () => showAttention(Number($("att-sentence").value)));
 $("classify").addEventListener("click", classify);
 $("att-kind").addEventListener("change", refreshLayers);
 for (const id of ["view-kind", "layer", "head"]) $(id).addEventListener("change", draw);
