@@ -51,6 +51,14 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[bench]'
 
+# Mutation testing (mutmut, the mutation extra) of the modules that guard users, each in a copy of
+# the tree against the tests that cover it (benchmarks/mutants.py MODULES): kill rate per module and
+# every survivor's diff in mutants-report/. CPU heavy (about 6 minutes for serving/guard.py on 2
+# cores); MODULES="atomic.py serving/guard.py" runs some.
+mutants: $(STAMP)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[mutation]'
+	$(BIN)/python benchmarks/mutants.py --out mutants-report $(MODULES)
+
 # The page's screenshot in the README: the browser test, writing docs/serve-page.png.
 screenshot: $(STAMP) browser
 	SERVE_SCREENSHOT=docs/serve-page.png $(BIN)/python -m pytest tests/serving/test_browser.py -q

@@ -1,0 +1,159 @@
+"""Mutation testing of the modules that guard users (issue 36), with mutmut: for each module, a
+copy of ``src/``, ``tests/`` and ``pyproject.toml`` in a temporary folder (the working tree is
+never mutated), ``mutmut run`` there on that module alone against the tests that cover it, and the
+counts per module. Prints a table, writes the counts as JSON and every survivor's diff to a report.
+
+    python benchmarks/mutants.py                          # every module (CPU heavy: nice it)
+    python benchmarks/mutants.py serving/guard.py atomic.py --out mutants-report
+
+``make mutants`` runs it. Survivors judged equivalent (no input can tell them from the original)
+are listed in EQUIVALENT with the reason and counted apart: the kill rate is killed / (mutants -
+equivalent - not checked), where "not checked" are mutants no selected test reaches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# module under src/transformer -> the tests that cover it (what mutmut runs against its mutants)
+MODULES: dict[str, list[str]] = {
+    "serving/guard.py": ["tests/serving/test_guard.py", "tests/serving/test_bad_input.py"],
+    "atomic.py": ["tests/test_atomic.py", "tests/training/test_checkpoint.py"],
+    "training/auto_resume.py": ["tests/training/test_auto_resume.py"],
+    "serving/schemas.py": ["tests/serving/test_bad_input.py", "tests/serving/test_api.py"],
+    "serving/batcher.py": ["tests/serving/test_batching.py"],
+    "serving/models.py": ["tests/serving"],
+    "training/run_lock.py": ["tests/training/test_run_lock.py"],
+    "training/preemption.py": ["tests/training/test_preemption.py"],
+    "model_dir.py": ["tests/training/test_checkpoint.py", "tests/serving/test_api.py",
+                     "tests/fuzz/test_readers.py"],
+    "data/text_files.py": ["tests/data/test_text_files.py", "tests/data/test_parallel.py"],
+    "convert/marian.py": ["tests/convert/test_marian.py"],
+}
+
+# mutmut's name of a surviving mutant -> why no test can kill it (the same behaviour)
+EQUIVALENT: dict[str, str] = {
+    "transformer.serving.guard.xǁGuardǁ_key_ok__mutmut_17":
+        "the Authorization header's default b'XXXX' does not start with 'bearer ', as b'' does not",
+    "transformer.serving.guard.xǁGuardǁ_handle__mutmut_4":
+        "scope.get('headers', None): an ASGI http scope always holds headers",
+    "transformer.serving.guard.xǁGuardǁ_handle__mutmut_6":
+        "scope.get('headers'): an ASGI http scope always holds headers",
+    "transformer.serving.guard.xǁGuardǁ_handle__mutmut_92":
+        "more_body's default None is falsy, as False",
+    "transformer.serving.guard.xǁGuardǁ_handle__mutmut_94":
+        "more_body's default None (get without a default) is falsy, as False",
+    "transformer.serving.guard.xǁGuardǁ_handle__mutmut_104":
+        "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
+    "transformer.serving.guard.xǁGuardǁ_handle__mutmut_112":
+        "sent = None before the first receive: falsy, as False",
+}
+
+STATUSES = ("killed", "survived", "timeout", "no tests", "skipped", "suspicious", "segfault",
+            "not checked", "caught by type check")
+
+
+def run_module(module: str, tests: list[str], *, keep: Path | None) -> dict:
+    """mutmut on ``module`` in a fresh copy; returns its counts and surviving mutants' diffs."""
+    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
+        root = Path(tmp)
+        ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache", "mutants")
+        shutil.copytree(REPO / "src", root / "src", ignore=ignore)
+        shutil.copytree(REPO / "tests", root / "tests", ignore=ignore)
+        pyproject = (REPO / "pyproject.toml").read_text()
+        pyproject = re.sub(r"\n\[tool\.mutmut\].*?(?=\n\[|\Z)", "\n", pyproject, flags=re.S)
+        pyproject += "\n[tool.mutmut]\n" + "\n".join([
+            'source_paths = ["src"]',
+            f'only_mutate = ["src/transformer/{module}"]',
+            f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-m", "not slow", "-q"]',
+            "use_git_change_detection = false",
+            # fork (the default) segfaults at exit in a process holding torch and asyncio threads
+            'process_isolation = "forkserver"',
+        ]) + "\n"
+        (root / "pyproject.toml").write_text(pyproject)
+        env = {**os.environ, "TRANSFORMER_DATA": os.environ.get(
+            "TRANSFORMER_DATA", str(REPO.parent / "shared" / "data"))}
+        mutmut = [sys.executable, "-m", "mutmut"]
+        start = time.perf_counter()
+        done = subprocess.run([*mutmut, "run"], cwd=root, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=root, env=env,
+                                 capture_output=True, text=True).stdout
+        statuses: dict[str, str] = {}
+        for line in results.splitlines():
+            name, sep, status = line.strip().rpartition(": ")
+            if sep and status in STATUSES:
+                statuses[name] = status
+        survivors = {}
+        for name, status in statuses.items():
+            if status in ("survived", "suspicious"):
+                survivors[name] = subprocess.run([*mutmut, "show", name], cwd=root, env=env,
+                                                 capture_output=True, text=True).stdout
+        if keep is not None:
+            shutil.copytree(root / "mutants", keep / module.replace("/", "."), dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+    counts = {s: sum(v == s for v in statuses.values()) for s in STATUSES}
+    equivalent = [n for n in survivors if n in EQUIVALENT]
+    checked = len(statuses) - counts["not checked"] - counts["no tests"] - counts["skipped"]
+    killed = counts["killed"] + counts["timeout"] + counts["caught by type check"]
+    denominator = checked - len(equivalent)
+    return {"module": module, "tests": tests, "mutants": len(statuses), "counts": counts,
+            "equivalent": equivalent, "killed": killed,
+            "kill_rate": killed / denominator if denominator else None,
+            "survivors": {n: d for n, d in survivors.items() if n not in EQUIVALENT},
+            "seconds": round(seconds, 1), "mutmut_exit": done.returncode,
+            "mutmut_tail": done.stdout[-1500:] + done.stderr[-1500:]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help=f"modules under src/transformer (default: {', '.join(MODULES)})")
+    parser.add_argument("--out", default="mutants-report", help="folder for report.md and results.json")
+    parser.add_argument("--keep", action="store_true", help="keep each module's mutants/ folder in --out")
+    args = parser.parse_args()
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown module {unknown[0]!r}: one of {', '.join(MODULES)}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.json"
+    previous = json.loads(results_path.read_text()) if results_path.exists() else {}
+    for module in args.modules or list(MODULES):
+        print(f"mutmut on {module} ...", flush=True)
+        previous[module] = run_module(module, MODULES[module], keep=out if args.keep else None)
+        results_path.write_text(json.dumps(previous, indent=1) + "\n")
+    lines = ["# Mutation testing (mutmut)", "",
+             "| module | mutants | killed | survived | equivalent | not reached | kill rate | s |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for module, r in previous.items():
+        c = r["counts"]
+        rate = "-" if r["kill_rate"] is None else f"{100 * r['kill_rate']:.1f}%"
+        lines.append(f"| {module} | {r['mutants']} | {r['killed']} | {len(r['survivors'])} | "
+                     f"{len(r['equivalent'])} | {c['no tests'] + c['not checked']} | {rate} | {r['seconds']} |")
+    table = "\n".join(lines)
+    print(table)
+    report = [table, ""]
+    for module, r in previous.items():
+        for name in r["equivalent"]:
+            report += [f"- equivalent: `{name}`: {EQUIVALENT[name]}"]
+        for name, diff in r["survivors"].items():
+            report += ["", f"## {module}: {name}", "", "```diff", diff.strip(), "```"]
+    (out / "report.md").write_text("\n".join(report) + "\n")
+    print(f"survivors: {out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
