@@ -70,3 +70,13 @@ def test_every_parser_prints_a_short_usage(capsys, argv, prog):
     assert len(err) == 3, err
     assert err[0].startswith(f"usage: {prog}") and err[1].startswith(f"{prog}: error: ")
     assert err[2] == f"see `{prog} --help`"
+
+
+@pytest.mark.parametrize("spelling", ["--heads", "--num-heads"])
+def test_an_error_names_a_flag_as_it_was_typed(capsys, spelling):
+    """--heads is --num-heads' old spelling: the error says what the user wrote."""
+    from transformer.cli import main
+
+    assert main(["memory", spelling, "5", "--d-model", "32"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"transformer: error: --d-model 32 is not divisible by {spelling} 5\n"

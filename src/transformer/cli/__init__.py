@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -104,17 +105,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "handler"):
         parser.print_help(sys.stderr)
         return 2
-    status = _run(args)
+    status = _run(args, typed=list(sys.argv[1:] if argv is None else argv), parser=parser)
     distributed = sys.modules.get("transformer.training.distributed")
     return distributed.end_process(status) if distributed is not None else status
 
 
-def _run(args: argparse.Namespace) -> int:
+def _aliases(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """Every flag's old spellings (``--num-heads``: ``--heads``), over all verbs."""
+    found: dict[str, list[str]] = {}
+    for action in parser._actions:  # noqa: SLF001
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for sub in action.choices.values():
+                for flag, old in _aliases(sub).items():
+                    found.setdefault(flag, []).extend(x for x in old if x not in found.get(flag, []))
+        names = [n for n in action.option_strings if n.startswith("--") and not n.startswith("--no-")]
+        if len(names) > 1:
+            found.setdefault(names[0], []).extend(n for n in names[1:] if n not in found[names[0]])
+    return found
+
+
+def as_typed(message: str, typed: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """``message`` with each flag named as the user typed it: an old spelling they used
+    (``--heads``) instead of the flag's name (``--num-heads``)."""
+    given = {word.partition("=")[0] for word in typed if word.startswith("--")}
+    for flag, old in _aliases(parser).items():
+        used = [name for name in old if name in given]
+        if used and flag not in given:
+            message = re.sub(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", used[0], message)
+    return message
+
+
+def _run(args: argparse.Namespace, *, typed: Sequence[str] = (),
+         parser: argparse.ArgumentParser | None = None) -> int:
     """The exit status of the parsed verb: its handler's, or the one its error calls for."""
     try:
         return int(args.handler(args) or 0)
     except InputError as err:
-        print(f"transformer: error: {err}", file=sys.stderr)
+        message = str(err) if parser is None else as_typed(str(err), typed, parser)
+        print(f"transformer: error: {message}", file=sys.stderr)
         return 2
     except RunStopped as err:  # a signal or a diverged run: the checkpoint on disk is good
         print(f"transformer: {err}", file=sys.stderr)
