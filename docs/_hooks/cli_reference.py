@@ -4,12 +4,16 @@
 one section per verb (its one-line summary and its full ``--help``), read from
 ``transformer.cli.build_parser()``, so the page cannot drift from the parsers.
 tests/docs/test_cli_reference.py checks that every verb and flag appears.
+
+It also turns the Sphinx roles of the docstrings (``:meth:`decode```, ``:class:`~a.b.C```), which
+the API reference renders as they are, into plain code: ``decode``, ``C``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,6 +76,18 @@ def render() -> str:
             lines += [summary[0].upper() + summary[1:] + ("" if summary.endswith(".") else "."), ""]
         lines += ["```text", help_text(sub), "```", ""]
     return "\n".join(lines)
+
+
+ROLE = re.compile(r":(?:meth|class|func|data|attr|mod|exc):<code>(~?)([^<]+)</code>")
+
+
+def plain_roles(html: str) -> str:
+    """``:meth:<code>x</code>`` -> ``<code>x</code>``; ``~a.b.C`` keeps its last part, as Sphinx."""
+    return ROLE.sub(lambda m: f"<code>{m[2].rsplit('.', 1)[-1] if m[1] else m[2]}</code>", html)
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    return plain_roles(html)
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:

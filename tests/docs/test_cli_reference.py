@@ -109,3 +109,10 @@ def test_every_flag_written_in_the_docs_exists(page):
             checked += 1
     if page.parent.name in ("how-to",) and page.name != "index.md":
         assert checked, f"{page.name}: no transformer command found to check"
+
+
+def test_sphinx_roles_of_docstrings_become_plain_code():
+    html = ("with :meth:<code>decode</code>, a :class:<code>~transformer.model_dir.LoadedModel</code>"
+            " and :func:<code>transformer.decoding.greedy_decode</code>")
+    assert hook.plain_roles(html) == ("with <code>decode</code>, a <code>LoadedModel</code> and "
+                                      "<code>transformer.decoding.greedy_decode</code>")
