@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 # module under src/transformer -> the tests that cover it (what mutmut runs against its mutants)
 MODULES: dict[str, list[str]] = {
     "serving/guard.py": ["tests/serving/test_guard.py", "tests/serving/test_bad_input.py"],
-    "atomic.py": ["tests/test_atomic.py", "tests/training/test_checkpoint.py"],
+    "atomic.py": ["tests/test_atomic.py", "tests/test_atomic_dirs.py"],
     "training/auto_resume.py": ["tests/training/test_auto_resume.py"],
     "serving/schemas.py": ["tests/serving/test_bad_input.py", "tests/serving/test_api.py"],
     "serving/batcher.py": ["tests/serving/test_batching.py"],
@@ -58,6 +58,20 @@ EQUIVALENT: dict[str, str] = {
         "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
     "transformer.serving.guard.xǁGuardǁ_handle__mutmut_112":
         "sent = None before the first receive: falsy, as False",
+    "transformer.atomic.x__fsync_path__mutmut_8":
+        "getattr(os, 'O_DIRECTORY', None): the default is used only where os has no O_DIRECTORY",
+    "transformer.atomic.x__fsync_path__mutmut_11":
+        "getattr(os, 'O_DIRECTORY'): differs only where os has no O_DIRECTORY",
+    "transformer.atomic.x__fsync_path__mutmut_14":
+        "getattr(os, 'O_DIRECTORY', 1): the default is used only where os has no O_DIRECTORY",
+    "transformer.atomic.x_atomic_write_text__mutmut_11":
+        "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
+    "transformer.training.auto_resume.x__plain__mutmut_3":
+        "json.dumps(sort_keys=None): key order does not change the dicts compared",
+    "transformer.training.auto_resume.x__plain__mutmut_5":
+        "json.dumps without sort_keys: key order does not change the dicts compared",
+    "transformer.training.auto_resume.x__plain__mutmut_6":
+        "json.dumps(sort_keys=False): key order does not change the dicts compared",
 }
 
 STATUSES = ("killed", "survived", "timeout", "no tests", "skipped", "suspicious", "segfault",
