@@ -100,16 +100,38 @@ def run_module(module: str, tests: list[str], *, keep: Path | None) -> dict:
         env = {**os.environ, "TRANSFORMER_DATA": os.environ.get(
             "TRANSFORMER_DATA", str(REPO.parent / "shared" / "data"))}
         mutmut = [sys.executable, "-m", "mutmut"]
-        start = time.perf_counter()
-        done = subprocess.run([*mutmut, "run"], cwd=root, env=env, capture_output=True, text=True)
-        seconds = time.perf_counter() - start
-        results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=root, env=env,
+
+        def results() -> dict[str, str]:
+            out = subprocess.run([*mutmut, "results", "--all", "true"], cwd=root, env=env,
                                  capture_output=True, text=True).stdout
-        statuses: dict[str, str] = {}
-        for line in results.splitlines():
-            name, sep, status = line.strip().rpartition(": ")
-            if sep and status in STATUSES:
-                statuses[name] = status
+            found = {}
+            for line in out.splitlines():
+                name, sep, status = line.strip().rpartition(": ")
+                if sep and status in STATUSES:
+                    found[name] = status
+            return found
+
+        start = time.perf_counter()
+        # A mutant that kills its own test process (run_lock's os.kill(pid, 0) made a real signal)
+        # takes mutmut's fork server down with it: mutmut names it as lost. It counts as killed (the
+        # tests cannot pass), and mutmut resumes with the mutants not yet checked.
+        crashed: set[str] = set()
+        done = subprocess.run([*mutmut, "run"], cwd=root, env=env, capture_output=True, text=True)
+        for _ in range(5):
+            lost = set(re.findall(r"^\s+- (\S+__mutmut_\d+)$", done.stdout + done.stderr, re.M))
+            if not lost:
+                break
+            crashed |= lost
+            left = [n for n, status in results().items() if status == "not checked" and n not in crashed]
+            if not left:
+                break
+            done = subprocess.run([*mutmut, "run", *left], cwd=root, env=env, capture_output=True,
+                                  text=True)
+        seconds = time.perf_counter() - start
+        statuses = results()
+        for name in crashed:
+            if statuses.get(name) == "not checked":
+                statuses[name] = "killed"
         survivors = {}
         for name, status in statuses.items():
             if status in ("survived", "suspicious"):
@@ -127,6 +149,7 @@ def run_module(module: str, tests: list[str], *, keep: Path | None) -> dict:
             "equivalent": equivalent, "killed": killed,
             "kill_rate": killed / denominator if denominator else None,
             "survivors": {n: d for n, d in survivors.items() if n not in EQUIVALENT},
+            "crashed_the_tests": sorted(crashed),
             "seconds": round(seconds, 1), "mutmut_exit": done.returncode,
             "mutmut_tail": done.stdout[-1500:] + done.stderr[-1500:]}
 

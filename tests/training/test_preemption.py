@@ -100,7 +100,7 @@ def make(synth, run_dir, *, hook=None, seed=7, **cfg):
 
 def records(path):
     """The metrics lines without their timings: what an exact resume repeats to the last bit."""
-    timing = {"elapsed_s", "tokens_per_s"}
+    timing = {"elapsed_s", "tokens_per_s", "eta_s"}
     return [{k: v for k, v in r.items() if k not in timing}
             for r in map(json.loads, path.read_text().splitlines())]
 
