@@ -180,6 +180,22 @@ def test_finds_what_greedy_misses_and_keeps_finished():
     assert len(model.inputs) == 3
 
 
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_pool_filled_early_does_not_end_a_likelier_hypothesis(alpha):
+    """Beam 2: the empty translation (p=.35) and [4] (p=.012) finish at steps 1 and 2 and fill
+    the pool while [4, 6] (p=.58) is still live; the search must go on until it ends (as a
+    search that stops on a full pool would not: it returned the empty translation)."""
+    table = {(): {4: 0.6, EOS: 0.35}, (4,): {6: 0.97, EOS: 0.02}, (4, 6): {EOS: 0.99}}
+    model = PrefixModel(table_logits(table, 8), vocab_size=8, max_len=10)
+    (got,) = beam_search(model, torch.ones(1, 3, dtype=torch.long), bos_id=BOS, eos_id=EOS,
+                         max_len=10, beam_size=2, length_penalty=alpha, nbest=2)
+    assert [ids for ids, _ in got] == [[4, 6], []]
+    assert got[0][1] == pytest.approx(model.sequence_score([4, 6], alpha=alpha))
+    assert len(model.inputs) == 3  # and it stopped once no live hypothesis could enter the pool
+    assert beam_search(model, torch.ones(1, 3, dtype=torch.long), bos_id=BOS, eos_id=EOS,
+                       max_len=10, beam_size=2, length_penalty=alpha) == [[4, 6]]
+
+
 def test_exhaustive_when_the_beam_holds_everything():
     """With a beam larger than the number of hypotheses, the n-best list is the brute-force one."""
     vocab, max_len = 6, 3

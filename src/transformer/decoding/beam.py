@@ -9,8 +9,9 @@ sentence by log-probability. Those of the top K that end in EOS (or that reach t
 are finished: scored ``log_prob / ((5 + length) / 6) ** alpha`` (Wu et al., 2016, the length
 counting EOS), frozen into the sentence's finished pool and never extended again. The K best
 extensions that do not end in EOS stay live, and the self-attention caches are reordered to
-follow them. A sentence is done once its pool holds K finished hypotheses (so ``beam_size=1`` is
-greedy decoding); done sentences leave the batch. The result is the pool sorted by score.
+follow them. A sentence is done once its pool holds K finished hypotheses and its best live
+hypothesis, were it to end now, would score no better than the n-th best of the pool (n: the
+n-best asked for, else 1; so ``beam_size=1`` is greedy decoding); done sentences leave the batch. The result is the pool sorted by score.
 The decoder (a :mod:`transformer.decoding.session`) follows the chosen hypotheses: in the fast path
 the beams of a sentence share one row of encoder memory and of cross-attention keys, reordered
 only when sentences leave the batch, and the self-attention caches move slot numbers, not keys.
@@ -145,6 +146,7 @@ def beam_step(
     pad_id: int,
     at_limit: Tensor,
     chunk: int | None = None,
+    wanted: int = 1,
 ) -> tuple[BeamState, Tensor, Tensor]:
     """Advance the search by one token.
 
@@ -152,7 +154,8 @@ def beam_step(
     ``at_limit`` (N,) marks sentences whose length limit this step reaches. Returns the new state,
     the beam each new live hypothesis extends as a row of the old (N * K) batch, (N * K',), and
     which sentences are done (N,). Sentences are not removed here. ``chunk``: as in
-    :func:`top_candidates`.
+    :func:`top_candidates`; ``wanted``: how many of the best finished hypotheses the caller keeps
+    (its n-best), the ones a live hypothesis must be unable to displace for the search to end.
     """
     n, k_old, _ = log_probs.shape
     scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size, chunk=chunk)  # (N, C)
@@ -169,9 +172,16 @@ def beam_step(
         )
         finished_tokens = finished_tokens.index_put((state.rows,), pool_tokens)
         finished_scores = finished_scores.index_put((state.rows,), pool_scores)
-    done = (finished_scores[state.rows] > -math.inf).all(dim=1) | at_limit  # (N,)
+    live, live_scores = select_live(scores, ends_eos, beam_size)  # (N, K) each, best first
+    # Done when the pool is full and the best live hypothesis, were it to end now, would not be
+    # among the ``wanted`` best finished (as Hugging Face's default, early_stopping=False, with the
+    # pool's worst). A full pool alone is not enough: unlikely hypotheses that end early can fill
+    # it while a far likelier one is still growing.
+    pool = finished_scores[state.rows]  # (N, K), best first
+    full = (pool > -math.inf).all(dim=1)  # (N,)
+    best_live = live_scores[:, 0] / gnmt_penalty(step + 1, alpha)  # (N,)
+    done = (full & (best_live <= pool[:, min(wanted, pool.size(1)) - 1])) | at_limit  # (N,)
 
-    live, live_scores = select_live(scores, ends_eos, beam_size)  # (N, K) each
     live_beams = beams.gather(1, live)  # (N, K)
     state = BeamState(
         rows=state.rows,
@@ -237,7 +247,8 @@ def beam_search(
         session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights,
                                decoder=decoder, precision=precision)
         state = _search(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
-                        beam_size=beam_size, alpha=length_penalty, min_len=min_len)
+                        beam_size=beam_size, alpha=length_penalty, min_len=min_len,
+                        wanted=nbest or 1)
     count = 1 if nbest is None else nbest
     tokens = strip_padding(state.finished_tokens[:, :count].flatten(0, 1).tolist(), pad_id=pad_id)
     scores = state.finished_scores[:, :count].flatten().tolist()
@@ -260,6 +271,7 @@ def _search(
     beam_size: int,
     alpha: float,
     min_len: int,
+    wanted: int = 1,
 ) -> BeamState:
     """The search loop; returns the final state, whose finished pools hold the results."""
     steps = int(limits.max())
@@ -282,7 +294,7 @@ def _search(
         at_limit = limits[state.rows] == t + 1  # (N,)
         state, index, done = beam_step(
             state, log_probs, step=t, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
-            pad_id=pad_id, at_limit=at_limit, chunk=chunk,
+            pad_id=pad_id, at_limit=at_limit, chunk=chunk, wanted=wanted,
         )  # index (N * K,) rows of the old batch that the new live hypotheses extend
         keep = None
         if bool(done.any()):
