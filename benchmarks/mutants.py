@@ -66,6 +66,16 @@ EQUIVALENT: dict[str, str] = {
         "getattr(os, 'O_DIRECTORY', 1): the default is used only where os has no O_DIRECTORY",
     "transformer.atomic.x_atomic_write_text__mutmut_11":
         "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
+    "transformer.serving.batcher.xǁBatcherǁ__init____mutmut_21":
+        "_held = '' at start: falsy, as None ('self._held or queue.get()')",
+    "transformer.serving.batcher.xǁBatcherǁ_next_batch__mutmut_4":
+        "_held = '' once taken: falsy, as None ('self._held or queue.get()')",
+    "transformer.serving.batcher.xǁBatcherǁsubmit__mutmut_10":
+        "Job.queued_at is never read",
+    "transformer.serving.batcher.xǁBatcherǁsubmit__mutmut_14":
+        "Job.queued_at is never read",
+    "transformer.serving.batcher.xǁBatcherǁ_next_batch__mutmut_17":
+        "left < 0 against left <= 0: differs only when the float time left is exactly 0.0",
     "transformer.training.auto_resume.x__plain__mutmut_3":
         "json.dumps(sort_keys=None): key order does not change the dicts compared",
     "transformer.training.auto_resume.x__plain__mutmut_5":

@@ -10,6 +10,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from transformer.data.builtin_task import english_number
 from transformer.serving.batcher import Batcher
 
@@ -68,7 +70,8 @@ def test_a_lone_request_does_not_wait_for_the_window():
     assert asyncio.run(main()) == 50
 
 
-def test_waits_for_as_many_as_the_last_batch():
+@pytest.mark.parametrize("window", [20.0, 0.9])
+def test_waits_for_as_many_as_the_last_batch(window):
     """After a batch of 3, the next waits (within a 20-second window) for 3 requests that come
     one by one, each queued only once the worker has taken the one before, and then runs at
     once (not at the end of the window)."""
@@ -80,7 +83,7 @@ def test_waits_for_as_many_as_the_last_batch():
 
     async def main():
         with ThreadPoolExecutor(1) as pool:
-            batcher = Batcher(run, executor=pool, max_wait_s=20.0)
+            batcher = Batcher(run, executor=pool, max_wait_s=window)
             batcher.start()
             first = asyncio.gather(*(batcher.submit(i, tokens=1) for i in range(3)))
             await asyncio.wait_for(first, timeout=10.0)
@@ -250,3 +253,116 @@ def test_translate_batch_gives_each_request_its_own_rows(served):
     for texts, rows in zip(requests, together, strict=True):
         (alone,) = model.translate_batch([(texts, options)])
         assert [r.text for r in rows] == [r.text for r in alone]
+
+
+def test_the_documented_defaults_and_bad_settings():
+    with ThreadPoolExecutor(1) as pool:
+        batcher = Batcher(list, executor=pool)
+        assert (batcher.max_wait_s, batcher.max_tokens, batcher.max_requests) == (0.01, 4096, 256)
+        Batcher(list, executor=pool, max_wait_s=0.0, max_tokens=1, max_requests=1)  # the least
+        for kw, line in ((dict(max_wait_s=-0.5), "max_wait_s must be non-negative, got -0.5"),
+                         (dict(max_tokens=0), "max_tokens and max_requests must be positive, got 0, 256"),
+                         (dict(max_requests=0), "max_tokens and max_requests must be positive, got 4096, 0")):
+            with pytest.raises(ValueError) as bad:
+                Batcher(list, executor=pool, **kw)
+            assert str(bad.value) == line
+
+
+def test_submit_before_start_and_stop_without_start_or_twice():
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(list, executor=pool)
+            await batcher.stop()  # never started: nothing to stop
+            with pytest.raises(RuntimeError, match="^the batcher is not started$"):
+                await batcher.submit(1, tokens=1)
+            batcher.start()
+            worker = batcher._worker
+            await batcher.stop()
+            assert worker.cancelled() and batcher._worker is None
+            await batcher.stop()
+
+    asyncio.run(main())
+
+
+def test_batches_run_in_the_models_own_thread():
+    threads = []
+
+    def run(payloads):
+        threads.append(threading.current_thread().name)
+        return list(payloads)
+
+    async def main():
+        with ThreadPoolExecutor(1, thread_name_prefix="the-model") as pool:
+            batcher = Batcher(run, executor=pool)
+            batcher.start()
+            await batcher.submit(1, tokens=1)
+            await batcher.stop()
+
+    asyncio.run(main())
+    assert len(threads) == 1 and threads[0].startswith("the-model")
+
+
+def test_a_request_counts_its_tokens_and_at_least_one():
+    """Three 1-token requests fill a budget of 3 exactly; 0-token requests count as 1."""
+    assert run_jobs([(i, 1) for i in range(3)], max_wait_s=0.05, max_tokens=3)[1] == [[0, 1, 2]]
+    assert run_jobs([(i, 0) for i in range(4)], max_wait_s=0.05, max_tokens=3)[1] == [[0, 1, 2], [3]]
+
+
+def test_a_batch_that_waited_out_its_window_runs():
+    """After a batch of 3 the next waits for 3, but only for the window: one lone request runs
+    when it ends (a 50 ms window; the test gives it 10 s)."""
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(list, executor=pool, max_wait_s=0.05)
+            batcher.start()
+            await asyncio.gather(*(batcher.submit(i, tokens=1) for i in range(3)))
+            got = await asyncio.wait_for(batcher.submit(9, tokens=1), timeout=10.0)
+            await batcher.stop()
+            return got
+
+    assert asyncio.run(main()) == 9
+
+
+def test_only_the_last_8_batches_set_the_wait():
+    """A batch of 3, then 8 lone ones (each waits out a 50 ms window for 3): the 3 is forgotten,
+    so the next lone request runs at once and one queued after the worker took it runs apart."""
+    batches = []
+
+    def run(payloads):
+        batches.append(list(payloads))
+        return list(payloads)
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(run, executor=pool, max_wait_s=0.05)
+            batcher.start()
+            await asyncio.gather(*(batcher.submit(i, tokens=1) for i in range(3)))
+            for i in range(8):
+                await batcher.submit(10 + i, tokens=1)
+            nine = asyncio.ensure_future(batcher.submit(90, tokens=1))
+            await asyncio.sleep(0)
+            await until(lambda: batcher._queue.qsize() == 0)
+            ten = asyncio.ensure_future(batcher.submit(91, tokens=1))
+            await asyncio.gather(nine, ten)
+            await batcher.stop()
+
+    asyncio.run(main())
+    assert batches[-2:] == [[90], [91]]
+
+
+def test_a_failed_batch_is_logged_with_its_size(caplog):
+    def run(payloads):
+        raise RuntimeError("boom")
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(run, executor=pool, max_wait_s=0.0)
+            batcher.start()
+            with pytest.raises(RuntimeError):
+                await batcher.submit(1, tokens=1)
+            await batcher.stop()
+
+    with caplog.at_level("ERROR", logger="transformer.serving.batcher"):
+        asyncio.run(main())
+    assert [r.getMessage() for r in caplog.records] == ["batch of 1 failed"]
