@@ -34,7 +34,7 @@ MODULES: dict[str, list[str]] = {
     "serving/schemas.py": ["tests/serving/test_bad_input.py", "tests/serving/test_api.py"],
     "serving/batcher.py": ["tests/serving/test_batching.py"],
     "serving/models.py": ["tests/serving"],
-    "training/run_lock.py": ["tests/training/test_run_lock.py"],
+    "training/run_lock.py": ["tests/training/test_run_lock.py", "tests/training/test_run_lock_details.py"],
     "training/preemption.py": ["tests/training/test_preemption.py"],
     "model_dir.py": ["tests/training/test_checkpoint.py", "tests/serving/test_api.py",
                      "tests/fuzz/test_readers.py"],
@@ -76,6 +76,12 @@ EQUIVALENT: dict[str, str] = {
         "Job.queued_at is never read",
     "transformer.serving.batcher.xǁBatcherǁ_next_batch__mutmut_17":
         "left < 0 against left <= 0: differs only when the float time left is exactly 0.0",
+    "transformer.training.run_lock.x_read_holder__mutmut_4":
+        "the lock file holds a pid and a host name, ASCII in any locale's encoding",
+    "transformer.training.run_lock.x_read_holder__mutmut_6":
+        "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
+    "transformer.training.run_lock.xǁRunLockǁacquire__mutmut_63":
+        "ftruncate(fd, 1) then a write of 2 bytes or more from offset 0 leaves what ftruncate(fd, 0) does",
     "transformer.training.auto_resume.x__plain__mutmut_3":
         "json.dumps(sort_keys=None): key order does not change the dicts compared",
     "transformer.training.auto_resume.x__plain__mutmut_5":
