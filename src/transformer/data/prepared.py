@@ -122,7 +122,9 @@ def _memmap(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
                          f"{dtype.itemsize} bytes; prepare the directory again")
     if count == 0:
         return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+    # a plain ndarray view of the map (it keeps the map open): slicing np.memmap itself costs
+    # several times more per pair, which a batch of hundreds of pairs pays
+    return np.asarray(np.memmap(path, dtype=dtype, mode="r", shape=(count,)))
 
 
 class Shard:
@@ -288,9 +290,13 @@ class PreparedPairs(Sequence[Pair]):
         return len(self.lengths)
 
     def __getitem__(self, index):  # type: ignore[override]
-        corpus = self.corpora[int(self.corpus[index])]
-        row = int(self._row[index])
-        return (corpus.src[row][: self.max_src].tolist(), corpus.tgt[row][: self.max_tgt].tolist())
+        corpus = self.corpora[self.corpus[index]]
+        row = self._row[index]
+        src, tgt = corpus.src, corpus.tgt
+        s0, s1 = src.offsets[row : row + 2].tolist()
+        t0, t1 = tgt.offsets[row : row + 2].tolist()
+        return (src.ids[s0 : min(s1, s0 + self.max_src)].tolist(),
+                tgt.ids[t0 : min(t1, t0 + self.max_tgt)].tolist())
 
     @property
     def widths(self) -> np.ndarray:
