@@ -19,7 +19,7 @@ STEPS = ["--max-steps", "20", "--eval-every", "10", "--log-every", "1"]
 
 
 def records(run: Path) -> list[dict]:
-    timing = {"elapsed_s", "tokens_per_s"}
+    timing = {"elapsed_s", "tokens_per_s", "eta_s"}
     return [{k: v for k, v in json.loads(line).items() if k not in timing}
             for line in (run / "metrics.jsonl").read_text().splitlines()]
 
