@@ -31,7 +31,7 @@ MODULES: dict[str, list[str]] = {
     "serving/guard.py": ["tests/serving/test_guard.py", "tests/serving/test_bad_input.py"],
     "atomic.py": ["tests/test_atomic.py", "tests/test_atomic_dirs.py"],
     "training/auto_resume.py": ["tests/training/test_auto_resume.py"],
-    "serving/schemas.py": ["tests/serving/test_bad_input.py", "tests/serving/test_api.py"],
+    "serving/schemas.py": ["tests/serving/test_schemas.py", "tests/serving/test_bad_input.py"],
     "serving/batcher.py": ["tests/serving/test_batching.py"],
     "serving/models.py": ["tests/serving"],
     "training/run_lock.py": ["tests/training/test_run_lock.py", "tests/training/test_run_lock_details.py"],
@@ -82,6 +82,12 @@ EQUIVALENT: dict[str, str] = {
         "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
     "transformer.training.run_lock.xǁRunLockǁacquire__mutmut_63":
         "ftruncate(fd, 1) then a write of 2 bytes or more from offset 0 leaves what ftruncate(fd, 0) does",
+    "transformer.serving.schemas.x_error_line__mutmut_8":
+        "an error without a type: None matches no kind, as '' does not",
+    "transformer.serving.schemas.x_error_line__mutmut_10":
+        "an error without a type: None matches no kind, as '' does not",
+    "transformer.serving.schemas.x_error_line__mutmut_13":
+        "an error without a type: 'XXXX' matches no kind, as '' does not",
     "transformer.training.auto_resume.x__plain__mutmut_3":
         "json.dumps(sort_keys=None): key order does not change the dicts compared",
     "transformer.training.auto_resume.x__plain__mutmut_5":
