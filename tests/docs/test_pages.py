@@ -41,13 +41,14 @@ Block, read_blocks = blocks.Block, blocks.read_blocks
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PAGES = sorted([*DOCS.glob("tutorial/*.md"), *DOCS.glob("how-to/*.md"), DOCS / "index.md",
+                ROOT / "README.md",
                 DOCS / "reference" / "errors.md"])
 CHECKER = doctest.OutputChecker()
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def _page_id(page: Path) -> str:
-    return str(page.relative_to(DOCS))
+    return str(page.relative_to(DOCS if page.is_relative_to(DOCS) else ROOT))
 
 
 def _has_fast(page: Path) -> bool:
