@@ -220,14 +220,20 @@ def test_preemption_flag_outside_training():
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_second_signal_exits_at_once(monkeypatch, signum, status):
+def test_a_second_signal_exits_at_once(monkeypatch, capsys, caplog, signum, status):
     exits = []
     monkeypatch.setattr(os, "_exit", exits.append)
-    with Preemption() as p:
+    name = signal.Signals(signum).name
+    with caplog.at_level(logging.WARNING, logger="transformer.training.preemption"), Preemption() as p:
         os.kill(os.getpid(), signum)
         assert p.requested() == signum and exits == []
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{name} received: stopping after this update with a checkpoint (send it again to "
+            "exit at once)"]
         os.kill(os.getpid(), signum)
         assert exits == [status]
+    assert capsys.readouterr().err == (f"transformer: {name} again: exiting at once; the last "
+                                       "complete checkpoint is kept\n")
 
 
 # (the update during which the process dies, "train" or "valid", the update of the checkpoint it
