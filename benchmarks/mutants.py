@@ -38,7 +38,8 @@ MODULES: dict[str, list[str]] = {
     "training/preemption.py": ["tests/training/test_preemption.py"],
     "model_dir.py": ["tests/training/test_checkpoint.py", "tests/serving/test_api.py",
                      "tests/fuzz/test_readers.py"],
-    "data/text_files.py": ["tests/data/test_text_files.py", "tests/data/test_parallel.py"],
+    "data/text_files.py": ["tests/data/test_text_files.py", "tests/data/test_text_files_details.py",
+                           "tests/data/test_parallel.py"],
     "convert/marian.py": ["tests/convert/test_marian.py"],
 }
 
@@ -88,6 +89,16 @@ EQUIVALENT: dict[str, str] = {
         "an error without a type: None matches no kind, as '' does not",
     "transformer.serving.schemas.x_error_line__mutmut_13":
         "an error without a type: 'XXXX' matches no kind, as '' does not",
+    "transformer.data.text_files.xǁ_OwnedGzipǁ__init____mutmut_2":
+        "GzipFile(mode=None) takes the file object's mode, 'rb'",
+    "transformer.data.text_files.xǁ_OwnedGzipǁ__init____mutmut_4":
+        "GzipFile without a mode takes the file object's mode, 'rb'",
+    "transformer.data.text_files.x__open_binary__mutmut_14":
+        "peek(3)[:2] is peek(2)[:2]: peek returns what is buffered, at least the 2 bytes compared",
+    "transformer.data.text_files.x_iter_file_lines__mutmut_34":
+        "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
+    "transformer.data.text_files.x_read_json__mutmut_4":
+        "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
     "transformer.training.auto_resume.x__plain__mutmut_3":
         "json.dumps(sort_keys=None): key order does not change the dicts compared",
     "transformer.training.auto_resume.x__plain__mutmut_5":
