@@ -69,3 +69,11 @@ def test_a_truncated_gzip_file_is_named_as_one(tmp_path):
     with pytest.raises(InputError) as bad:
         list(iter_file_lines(path))
     assert str(bad.value).startswith(f"{path}: not a readable gzip file after line ")
+
+
+def test_a_bad_byte_on_the_first_line_after_a_bom(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"\xef\xbb\xbfab\xffc\n")
+    with pytest.raises(InputError) as bad:
+        list(iter_file_lines(path))
+    assert str(bad.value) == f"{path}, line 1: not valid UTF-8 (byte 0xff at byte offset 5 of the file)"
