@@ -30,7 +30,7 @@ def test_command_line_estimate_and_measure(capsys):
 
 
 @pytest.mark.parametrize("argv, fragment", [
-    (["--d-model", "30", "--heads", "4"], "--d-model 30 is not divisible by --num-heads 4"),
+    (["--d-model", "30", "--heads", "4"], "--d-model 30 is not divisible by --heads 4"),
     (["--src-len", "300"], "--src-len 300 exceeds the model's --max-len 256"),
     (["--batch-size", "0"], "--batch-size must be a positive integer, got 0"),
     (["--decoder-only", "--measure"], "--decoder-only"),
