@@ -155,7 +155,7 @@ def end_state(run: Path) -> dict:
     state = load_checkpoint(run, model=_model(run))
     for key in ("elapsed_s", "eval_s"):
         state["trainer"].pop(key)
-    timing = {"elapsed_s", "tokens_per_s"}
+    timing = {"elapsed_s", "tokens_per_s", "eta_s"}
     metrics = [{k: v for k, v in json.loads(line).items() if k not in timing}
                for line in (run / "metrics.jsonl").read_text().splitlines()]
     return {"weights": weights(run), "best": weights(run, "model.safetensors"), "metrics": metrics,

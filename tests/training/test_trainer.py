@@ -207,7 +207,7 @@ def test_progress_bar_on_a_terminal(synth, capsys):
     trainer.progress = True
     assert trainer.fit().steps == 3
     err = capsys.readouterr().err
-    assert "3/3" in err and "loss=" in err and "tok_s=" in err and "elapsed=" in err
+    assert "3/3" in err and "loss=" in err and "tok_s=" in err and "epoch=" in err
 
 
 def test_validation_loss_selects_the_best_model_without_bleu(synth):
