@@ -112,16 +112,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _aliases(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
     """Every flag's old spellings (``--num-heads``: ``--heads``), over all verbs."""
-    found: dict[str, list[str]] = {}
-    for action in parser._actions:  # noqa: SLF001
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            for sub in action.choices.values():
-                for flag, old in _aliases(sub).items():
-                    found.setdefault(flag, []).extend(x for x in old if x not in found.get(flag, []))
-        names = [n for n in action.option_strings if n.startswith("--") and not n.startswith("--no-")]
-        if len(names) > 1:
-            found.setdefault(names[0], []).extend(n for n in names[1:] if n not in found[names[0]])
-    return found
+    found: dict[str, dict[str, None]] = {}  # flag -> its old spellings, in order, once each
+
+    def walk(p: argparse.ArgumentParser) -> None:
+        for action in p._actions:  # noqa: SLF001
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                for sub in action.choices.values():
+                    walk(sub)
+            names = [n for n in action.option_strings
+                     if n.startswith("--") and not n.startswith("--no-")]
+            for old in names[1:]:
+                found.setdefault(names[0], {})[old] = None
+
+    walk(parser)
+    return {flag: list(old) for flag, old in found.items()}
 
 
 def as_typed(message: str, typed: Sequence[str], parser: argparse.ArgumentParser) -> str:

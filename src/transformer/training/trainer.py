@@ -203,7 +203,6 @@ class Trainer:
                     window["tokens"] += tokens
                     st.tokens += tokens
                 if self._bar is not None:
-                    self._bar.total = self.planned_updates(n) or self._bar.total
                     self._bar.update(1)
                 if st.step % cfg.log_every == 0:
                     self._log_train(window, n)
@@ -358,7 +357,8 @@ class Trainer:
             "skipped_updates": self.state.skipped_updates,
         }
         window.update(loss=0.0, norm=0, tokens=0, t=now)
-        if self._bar is not None:
+        if self._bar is not None:  # the total the budget allows, at the pace so far
+            self._bar.total = self.planned_updates(n) or self._bar.total
             self._bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
                                   tok_s=f"{record['tokens_per_s']:,.0f}",
                                   epoch=f"{record['epoch']:.2f}", refresh=False)
