@@ -50,6 +50,12 @@ def _aliases(model: nn.Module) -> list[set[str]]:
     return list(groups.values())
 
 
+def _first_line(err: BaseException) -> str:
+    """An error's first line for a one-line message; its type's name when it has no text."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def load_weights(model: nn.Module, path: Path | str, *, against: str = CONFIG_FILE) -> None:
     """Load a safetensors file into ``model`` in place.
 
@@ -63,8 +69,7 @@ def load_weights(model: nn.Module, path: Path | str, *, against: str = CONFIG_FI
         with safe_open(str(path), framework="pt") as f:
             shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
     except Exception as err:  # safetensors raises its own error types for a bad header
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"{path}: not a readable safetensors file ({reason})") from None
+        raise InputError(f"{path}: not a readable safetensors file ({_first_line(err)})") from None
     state = model.state_dict()
     for group in _aliases(model):
         present = [name for name in group if name in shapes]
@@ -87,9 +92,8 @@ def load_weights(model: nn.Module, path: Path | str, *, against: str = CONFIG_FI
         )
     try:
         load_model(model, str(path), strict=True)
-    except Exception as err:  # truncated data behind a valid header
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"{path}: corrupt weights ({reason})") from None
+    except Exception as err:  # the header was read above: a read error, or a file replaced since
+        raise InputError(f"{path}: cannot read the weights ({_first_line(err)})") from None
 
 
 # --- the model directory -------------------------------------------------------------------------
@@ -120,19 +124,19 @@ def build_model(config: dict[str, Any], *, source: str = CONFIG_FILE) -> nn.Modu
     task = config.get("task", "translation")
     if task not in TASKS:
         raise InputError(f"{source}: unknown task {task!r} (expected one of {', '.join(TASKS)})")
+    if task == "classification" and "classifier" not in config:
+        raise InputError(f"{source}: no 'classifier' section")
     try:
         model_cfg = ModelConfig.from_dict(dict(config["model"]))
         if task == "classification":
-            return TransformerClassifier(model_cfg, **dict(config.get("classifier", {})))
+            return TransformerClassifier(model_cfg, **dict(config["classifier"]))
         return Transformer(model_cfg)
     except KeyError:
         raise InputError(f"{source}: no 'model' section") from None
     except (TypeError, ValueError) as err:
-        reason = (str(err).splitlines() or [type(err).__name__])[0]
-        raise InputError(f"{source}: bad model configuration: {reason}") from None
+        raise InputError(f"{source}: bad model configuration: {_first_line(err)}") from None
     except (RuntimeError, MemoryError, OverflowError) as err:  # sizes no machine can hold
-        reason = (str(err).splitlines() or [type(err).__name__])[0]
-        raise InputError(f"{source}: cannot build the model it describes ({reason})") from None
+        raise InputError(f"{source}: cannot build the model it describes ({_first_line(err)})") from None
 
 
 def read_config(run_dir: Path | str) -> dict[str, Any]:
