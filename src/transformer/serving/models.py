@@ -143,7 +143,7 @@ def parse_model_specs(specs: Sequence[str]) -> dict[str, str]:
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep:
-            name, path = Path(spec.rstrip("/")).name, spec
+            name, path = Path(spec).name, spec
         if not name or not path:
             raise InputError(f"--model {spec!r}: expected [NAME=]RUN_DIR")
         if name in out:
