@@ -36,22 +36,47 @@ def test_translate_keeps_order_and_count(cli, run_dir, tmp_path, capsys):
     assert cli.read(alone_out) == [got[i] for i in sample]
 
 
-@pytest.mark.parametrize("low", ["bf16", "int8"])
+def _needs_engine(low):
+    from transformer.decoding.packing import int8_engine
+
+    if low == "int8" and int8_engine() is None:
+        return pytest.mark.skip(reason="no quantized engine (x86, fbgemm or qnnpack) for this CPU")
+    return []
+
+
+@pytest.mark.parametrize("low", [pytest.param(p, marks=_needs_engine(p)) for p in ("bf16", "int8")])
 @pytest.mark.parametrize("beam", ["1", "3"])
-def test_translate_in_bf16_and_int8(cli, run_dir, tmp_path, capsys, beam, low):
+def test_translate_in_bf16_and_int8(cli, run_dir, tmp_path, capsys, monkeypatch, beam, low):
+    """``--precision`` reaches the decoder: the lines (and beam scores) are the library's at that
+    precision (load_translator + translate_lines), and the beam scores are not float32's. int8
+    covers every layer here (this tiny model's are below the machine's int8 crossover)."""
+    import dataclasses
+
+    from transformer.decoding import thresholds
+    from transformer.decoding.paragraphs import languages_of, translate_lines
+    from transformer.evaluation.translation import load_translator
+
+    every_layer = dataclasses.replace(thresholds.decoding_thresholds(), int8_min_work=0)
+    monkeypatch.setattr(thresholds, "decoding_thresholds", lambda: every_layer)
+
     lines = cli.numbers(40, seed=3, empty_every=7)
     src = cli.write(tmp_path / "in.txt", lines)
-    outputs = {}
+    out = tmp_path / f"{low}.jsonl"
+    assert main(["translate", "--model", str(run_dir), "-i", str(src), "-o", str(out), "--json",
+                 "--beam", beam, "--length-penalty", "0.6", "--batch-size", "16",
+                 "--precision", low]) == 0, capsys.readouterr().err
+    got = [json.loads(line) for line in cli.read(out)]
+    want = {}
     for precision in ("fp32", low):
-        out = tmp_path / f"{precision}.txt"
-        assert main(["translate", "--model", str(run_dir), "-i", str(src), "-o", str(out),
-                     "--beam", beam, "--precision", precision]) == 0, capsys.readouterr().err
-        outputs[precision] = cli.read(out)
-    assert len(outputs[low]) == 40
-    assert all((a == "") == (b == "") for a, b in zip(*outputs.values(), strict=True))
-    # rounding the weights to bf16 or int8 may flip a near-tie of a random model, but not most outputs
-    same = sum(a == b for a, b in zip(*outputs.values(), strict=True))
-    assert same >= 20, outputs
+        translator, loaded = load_translator(run_dir, beam_size=int(beam), length_penalty=0.6,
+                                             batch_size=16, precision=precision)
+        src_lang, tgt_lang = languages_of(loaded.config)
+        want[precision] = translate_lines(translator, lines, src_lang=src_lang, tgt_lang=tgt_lang)
+    assert [g["translation"] for g in got] == [t.text for t in want[low]]
+    if beam != "1":  # greedy search gives no scores
+        assert [g["score"] for g in got] == pytest.approx([t.score for t in want[low]], abs=1e-5)
+        scored = [(g["score"], t.score) for g, t in zip(got, want["fp32"], strict=True) if t.text]
+        assert any(abs(a - b) > 1e-4 for a, b in scored), "the same scores as float32"
 
 
 def test_translate_streams_stdin_in_order(cli, run_dir, tmp_path, capsys, monkeypatch):
