@@ -160,19 +160,37 @@ def test_a_failing_batch_fails_its_requests_only():
     assert isinstance(bad, RuntimeError) and ok == "ok"
 
 
-def test_concurrent_requests_equal_alone(make_client):
-    """8 clients at once, with different texts and decoding options: batched (one batch per
-    option group, the metrics show fewer batches than requests) and each answer equal to the same
-    request sent alone with batching off: the same texts, and scores equal up to float32 rounding
-    (padding changes the order of a few additions)."""
+def test_concurrent_requests_equal_alone(make_client, served, monkeypatch):
+    """8 clients at once, with different texts and decoding options: batched (the model is held
+    busy with the first batch until the others have queued, so they make one more batch) and
+    each answer equal to the same request sent alone with batching off: the same texts, and
+    scores equal up to float32 rounding (padding changes the order of a few additions)."""
     requests = [{"model": "numbers", "texts": [english_number(7 + 97 * i), english_number(1000 + i)],
                  "beam": 1 + i % 3, **({"nbest": 2} if i % 3 == 2 else {})} for i in range(8)]
+    one, sizes, release = served["numbers"], [], threading.Event()
+    translate_batch = one.translate_batch
+
+    def held(payloads):
+        sizes.append(len(payloads))
+        if len(sizes) == 1:
+            release.wait(60)
+        return translate_batch(payloads)
+
+    monkeypatch.setattr(one, "translate_batch", held)
     batched = make_client(max_wait_ms=200)
+    queue = batched.app.fastapi.state.batchers["numbers"]._queue
     with ThreadPoolExecutor(8) as pool:
-        got = list(pool.map(lambda body: batched.post("/v1/translate", json=body), requests))
+        futures = [pool.submit(batched.post, "/v1/translate", json=body) for body in requests]
+        deadline = time.monotonic() + 60
+        while not (sizes and sizes[0] + queue.qsize() == len(requests)):
+            assert time.monotonic() < deadline, "the requests never queued"
+            time.sleep(0.005)
+        release.set()
+        got = [f.result() for f in futures]
+    assert sizes == [sizes[0], len(requests) - sizes[0]]
     metrics = batched.get("/metrics").text
     count = int(re.search(r'transformer_batch_requests_count\{model="numbers"\} (\d+)', metrics)[1])
-    assert count < len(requests)
+    assert count == len(sizes) == 2
     solo = make_client(batching=False)
     for body, response in zip(requests, got, strict=True):
         assert response.status_code == 200

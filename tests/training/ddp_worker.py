@@ -56,7 +56,9 @@ def train(rank: int, world_size: int, accumulate: int) -> torch.nn.Module:
 
 
 class Paced(TranslationTask):
-    """Marks update 3 as reached with a file and slows the updates so a test can signal them."""
+    """At its 4th batch (update 3 done) marks that it got there with a file and waits for the
+    test's ``go`` file, written once the test has signalled a rank: the signal lands while every
+    rank is inside an update, however slow the machine."""
 
     def __init__(self, run_dir: Path, rank: int) -> None:
         super().__init__()
@@ -66,7 +68,8 @@ class Paced(TranslationTask):
         self.calls += 1
         if self.calls == 4:
             (self.run_dir / f"ready-{self.rank}").write_text("3")
-        time.sleep(0.02)
+            while not (self.run_dir / "go").exists():
+                time.sleep(0.005)
         return super().loss(model, batch)
 
 

@@ -67,10 +67,11 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_update(tmp_path, s
     procs = launch([str(tmp_path), "preempt"])
     try:
         deadline = time.monotonic() + 120
-        while not (tmp_path / f"ready-{signalled}").exists():
+        while not all((tmp_path / f"ready-{rank}").exists() for rank in range(2)):
             assert all(p.poll() is None for p in procs) and time.monotonic() < deadline
             time.sleep(0.01)
         procs[signalled].send_signal(signal.SIGTERM)  # the other rank gets nothing
+        (tmp_path / "go").write_text("")  # both ranks were held inside update 4
         for p in procs:
             output, _ = p.communicate(timeout=60)
             assert p.returncode == 143, output.decode()[-3000:]
@@ -80,7 +81,7 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_update(tmp_path, s
                 p.kill()
                 p.wait()
     stopped = [int((tmp_path / f"stopped-{rank}").read_text()) for rank in range(2)]
-    assert stopped[0] == stopped[1] >= 3
+    assert stopped[0] == stopped[1] == 4
     state = torch.load(tmp_path / "checkpoint" / "state.pt", weights_only=True)
     assert state["trainer"]["step"] == stopped[0] and len(state["rng"]) == 2
 

@@ -107,6 +107,7 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
 
     app = FastAPI(title="transformer", version="1", lifespan=lifespan,
                   description="Translate, classify and look inside Transformer models.")
+    app.state.batchers = batchers  # by model name, once started (what a test or a probe inspects)
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:
