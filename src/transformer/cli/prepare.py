@@ -102,7 +102,9 @@ def run_prepare(args: argparse.Namespace) -> int:
     elif summary["up_to_date"]:
         print(f"{summary['out']} is up to date with its inputs; nothing to do")
     else:
+        import numpy as np
+
         print(f"prepared {summary['out']}: {summary['train_pairs']:,} training pairs"
               + (f", {summary['valid_pairs']:,} validation pairs" if "valid_pairs" in summary else "")
-              + f" ({summary['id_dtype']} ids)")
+              + f", ids stored as {np.dtype(summary['id_dtype']).name}")
     return 0

@@ -77,8 +77,9 @@ def prepared_inputs(prepared: PreparedData, cfg: TranslationTrainConfig, *, max_
     max_tokens = max(cfg.max_tokens, int(pairs.widths.max()))  # one pair always fits a batch
     data = MixedEpochs(pairs, weights=prepared.weights, collate=collate_pairs, max_tokens=max_tokens,
                        seed=cfg.seed, rank=rank, world_size=world_size)
-    log.info("data: %s: %s training pairs in %d corpora%s, %s tokens (%.1fs)", prepared.root,
-             f"{len(pairs):,}", len(pairs.sizes),
+    corpora = len(pairs.sizes)
+    log.info("data: %s: %s training pairs in %d %s%s, %s tokens (%.1fs)", prepared.root,
+             f"{len(pairs):,}", corpora, "corpus" if corpora == 1 else "corpora",
              f" mixed by weights {prepared.weights}" if prepared.weights else "",
              f"{int(pairs.lengths.sum()):,}", time.perf_counter() - began)
     inputs = PreparedInputs(data=data, train_pairs=len(pairs), record={
