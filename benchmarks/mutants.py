@@ -41,7 +41,7 @@ MODULES: dict[str, list[str]] = {
                      "tests/fuzz/test_readers.py"],
     "data/text_files.py": ["tests/data/test_text_files.py", "tests/data/test_text_files_details.py",
                            "tests/data/test_parallel.py"],
-    "convert/marian.py": ["tests/convert/test_marian.py"],
+    "convert/marian.py": ["tests/convert/test_marian.py", "tests/convert/test_marian_refusals.py"],
 }
 
 # mutmut's name of a surviving mutant -> why no test can kill it (the same behaviour)

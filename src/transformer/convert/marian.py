@@ -219,13 +219,13 @@ def import_marian(directory: str | os.PathLike[str], run_dir: str | os.PathLike[
     vocabulary, order = vocabulary_order(vocab, pad_id=pad, eos_id=eos, start_id=start,
                                          path=vocab_path)
     config = model_config(marian, config_path, len(vocabulary))
-    state = convert_state(read_weights(directory), config, order, directory)
+    weights = read_weights(directory)
     model = Transformer(config)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    tied = {"tgt_embed.token.weight", "output_projection.weight"}
-    if [m for m in missing if m not in tied] or unexpected:
-        raise InputError(f"{directory}: weights do not fit (missing {missing[:3]}, unexpected "
-                         f"{unexpected[:3]})")
+    try:  # every tensor of ours is made (strict); one of another shape than config.json says fails
+        model.load_state_dict(convert_state(weights, config, order, directory), strict=True)
+    except (RuntimeError, IndexError) as err:
+        reason = str(err).strip().splitlines()[-1].strip()  # torch's detail is its last line
+        raise InputError(f"{directory}: the weights do not fit config.json ({reason})") from None
     tokenizers = []
     for side, append_eos in (("source", True), ("target", False)):
         spm_path = directory / f"{side}.spm"
