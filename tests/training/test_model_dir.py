@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -211,8 +212,12 @@ def test_non_ascii_text_survives_an_ascii_locale(tmp_path, number_tokenizer):
     config["training"] = {"note": "zwölf"}
     (tmp_path / "run" / "config.json").write_text(json.dumps(config, ensure_ascii=False),
                                                   encoding="utf-8")
+    import transformer
+
+    source = Path(transformer.__file__).resolve().parents[1]  # the code under test, not an install
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
-           "PYTHONIOENCODING": "ascii"}
+           "PYTHONIOENCODING": "ascii",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], env=env,
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == ascii({"note": "zwölf"})
