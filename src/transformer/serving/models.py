@@ -47,7 +47,6 @@ class ServedModel:
     """One loaded model directory: a translator (weights packed once) or a classifier."""
 
     name: str
-    path: str
     loaded: LoadedModel
     task: str
     precision: str = "fp32"
@@ -163,7 +162,7 @@ def load_served(models: Mapping[str, str], *, precision: str = "auto",
         loaded.model.eval()
         runs = set_precision(loaded, precision)
         task = loaded.config.get("task", "translation")
-        one = ServedModel(name=name, path=str(path), loaded=loaded, task=task, precision=runs)
+        one = ServedModel(name=name, loaded=loaded, task=task, precision=runs)
         if task == "classification":
             one.classifier = Classifier(loaded, source=str(Path(path) / "config.json"))
         else:
