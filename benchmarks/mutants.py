@@ -100,6 +100,60 @@ EQUIVALENT: dict[str, str] = {
         "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
     "transformer.data.text_files.x_read_json__mutmut_4":
         "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
+    "transformer.model_dir.x__aliases__mutmut_2":
+        "state_dict(keep_vars=None): detached tensors share their parameters' storage (same pointer)",
+    "transformer.model_dir.x__aliases__mutmut_3":
+        "state_dict(keep_vars=False): detached tensors share their parameters' storage (same pointer)",
+    "transformer.model_dir.x_load_weights__mutmut_41":
+        "load_model(strict=None): strict checks only the names, which load_weights checked before",
+    "transformer.model_dir.x_load_weights__mutmut_44":
+        "load_model without strict: True is its default",
+    "transformer.model_dir.x_load_weights__mutmut_46":
+        "load_model(strict=False): strict checks only the names, which load_weights checked before",
+    "transformer.model_dir.x_read_config__mutmut_13":
+        "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
+    "transformer.serving.models.xǁServedModelǁclassify_batch__mutmut_19":
+        "zip(strict=...): Classifier checks one label name per output of the model: equal lengths",
+    "transformer.serving.models.xǁServedModelǁclassify_batch__mutmut_22":
+        "zip(strict=...): Classifier checks one label name per output of the model: equal lengths",
+    "transformer.serving.models.xǁServedModelǁclassify_batch__mutmut_23":
+        "zip(strict=...): Classifier checks one label name per output of the model: equal lengths",
+    "transformer.serving.models.xǁServedModelǁthresholds__mutmut_11":
+        "zip(strict=...): Classifier checks one threshold per label name: equal lengths",
+    "transformer.serving.models.xǁServedModelǁthresholds__mutmut_14":
+        "zip(strict=...): Classifier checks one threshold per label name: equal lengths",
+    "transformer.serving.models.xǁServedModelǁthresholds__mutmut_15":
+        "zip(strict=...): Classifier checks one threshold per label name: equal lengths",
+    "transformer.convert.marian.x_model_config__mutmut_77":
+        "scale_embedding's default None: 'is True' refuses it as it refuses False",
+    "transformer.convert.marian.x_model_config__mutmut_79":
+        "scale_embedding's default None: 'is True' refuses it as it refuses False",
+    "transformer.convert.marian.x_model_config__mutmut_93":
+        "normalize_before's default None: 'not None' is 'not False'",
+    "transformer.convert.marian.x_model_config__mutmut_95":
+        "normalize_before's default None: 'not None' is 'not False'",
+    "transformer.convert.marian.x_model_config__mutmut_108":
+        "normalize_embedding's default None: 'not None' is 'not False'",
+    "transformer.convert.marian.x_model_config__mutmut_110":
+        "normalize_embedding's default None: 'not None' is 'not False'",
+    "transformer.convert.marian.x_model_config__mutmut_122":
+        "add_final_layer_norm's default None: 'not None' is 'not False'",
+    "transformer.convert.marian.x_model_config__mutmut_124":
+        "add_final_layer_norm's default None: 'not None' is 'not False'",
+    "transformer.convert.marian.x_model_config__mutmut_191":
+        "ModelConfig's pad_id defaults to 0, which is PAD_ID",
+    "transformer.convert.marian.x_model_config__mutmut_193":
+        "ModelConfig's positional defaults to 'sinusoidal'",
+    "transformer.convert.marian.x_read_weights__mutmut_19":
+        "torch.load(weights_only=None): torch 2.6+ takes its default, True",
+    "transformer.convert.marian.x_read_weights__mutmut_22":
+        "torch.load without weights_only: torch 2.6+ defaults to True",
+    "transformer.convert.marian.x_import_marian__mutmut_87":
+        "load_state_dict's strict checks names only; convert_state makes every name of the model, and a size mismatch fails either way",
+    "transformer.convert.marian.x_import_marian__mutmut_89":
+        "load_state_dict's strict checks names only; convert_state makes every name of the model, and a size mismatch fails either way",
+    "transformer.convert.marian.x_import_marian__mutmut_98":
+        "load_state_dict's strict checks names only; convert_state makes every name of the model, and a size mismatch fails either way",
     "transformer.training.auto_resume.x__plain__mutmut_3":
         "json.dumps(sort_keys=None): key order does not change the dicts compared",
     "transformer.training.auto_resume.x__plain__mutmut_5":

@@ -84,6 +84,7 @@ def test_unsupported_options(change, what):
 @pytest.mark.parametrize(("name", "value", "kind"), [
     ("d_model", "32", "int"), ("d_model", True, "int"), ("encoder_attention_heads", None, "int"),
     ("encoder_layers", 2.0, "int"), ("max_position_embeddings", None, "int"),
+    ("encoder_ffn_dim", "64", "int"), ("decoder_layers", None, "int"),
 ])
 def test_a_field_of_the_wrong_type(name, value, kind):
     config = {**BASE, name: value}
@@ -133,6 +134,8 @@ def test_read_weights_refusals(tmp_path):
     assert refusal(read_weights, tmp_path) == (
         f"{tmp_path}: neither model.safetensors nor pytorch_model.bin")
     (tmp_path / "pytorch_model.bin").write_bytes(b"not a pickle")
+    assert refusal(read_weights, tmp_path) == f"{tmp_path / 'pytorch_model.bin'}: unreadable (UnpicklingError)"
+    torch.save({"shared.weight": Path("x")}, tmp_path / "pytorch_model.bin")  # not only tensors
     assert refusal(read_weights, tmp_path) == f"{tmp_path / 'pytorch_model.bin'}: unreadable (UnpicklingError)"
     torch.save([torch.zeros(1)], tmp_path / "pytorch_model.bin")
     assert refusal(read_weights, tmp_path) == f"{tmp_path / 'pytorch_model.bin'}: not a state dict"
@@ -251,3 +254,83 @@ def test_weights_of_another_size_than_the_config_are_one_line(tmp_path):
     d = marian_files(tmp_path / "rows", marian, VOCAB, state)
     assert refusal(import_marian, d, tmp_path / "run").startswith(
         f"{d}: the weights do not fit config.json (index ")
+
+
+def spm_model(words: list[str]) -> bytes:
+    import io
+
+    import sentencepiece as spm
+
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(words * 20), model_writer=out,
+                                   vocab_size=8, model_type="unigram", minloglevel=2)
+    return out.getvalue()
+
+
+MARIAN = {**BASE, "vocab_size": 5, "decoder_vocab_size": 5, "pad_token_id": 4, "eos_token_id": 0}
+
+
+@pytest.fixture(scope="module")
+def proto():
+    return spm_model(["a b", "b a a", "ab ba", "a a b b"])
+
+
+def marian_dir(root: Path, proto: bytes, *, config=None, vocab=None, state=None) -> Path:
+    config = MARIAN if config is None else config
+    if state is None:
+        state = hf_state(model_config(config, PATH, len(ORDER)), config["vocab_size"])
+    d = marian_files(root, config, VOCAB if vocab is None else vocab, state)
+    (d / "source.spm").write_bytes(proto)
+    (d / "target.spm").write_bytes(proto)
+    return d
+
+
+def test_a_hand_written_import(tmp_path, proto):
+    """No decoder_start_token_id: the pad token starts the decoder, so our BOS row is its row."""
+    from transformer import Transformer
+    from transformer.model_dir import load_model_dir
+
+    config = model_config(MARIAN, PATH, len(ORDER))
+    state = hf_state(config, 5)
+    d = marian_dir(tmp_path / "m", proto, state=state)
+    run = tmp_path / "run"
+    assert import_marian(d, run) == {"out": str(run), "parameters": Transformer(config).num_parameters(),
+                                     "vocab_size": 6, "layers": [2, 1], "activation": "silu"}
+    loaded = load_model_dir(run)
+    assert loaded.config["training"] == {"decode_max_len_a": 1.5, "decode_max_len_b": 10}
+    assert loaded.config["imported_from"] == {"format": "marian", "path": str(d.resolve())}
+    assert loaded.src_tokenizer.append_eos and not loaded.tgt_tokenizer.append_eos
+    assert torch.equal(loaded.model.tgt_embed.token.weight[2], state["shared.weight"][4])
+    assert loaded.model.output_projection.bias[2] == NEVER
+
+
+def test_import_refusals_name_their_file(tmp_path, proto):
+    d = marian_dir(tmp_path / "noconfig", proto)
+    (d / "config.json").unlink()
+    assert refusal(import_marian, d, tmp_path / "run") == (
+        f"{d / 'config.json'}: missing (the model's config.json)")
+    (d / "config.json").write_text("{oops")
+    assert refusal(import_marian, d, tmp_path / "run").startswith(
+        f"{d / 'config.json'}: unreadable config.json (")
+    d = marian_dir(tmp_path / "novocab", proto)
+    (d / "vocab.json").unlink()
+    assert refusal(import_marian, d, tmp_path / "run") == (
+        f"{d / 'vocab.json'}: missing (the shared vocabulary)")
+    (d / "vocab.json").write_text("{oops")
+    assert refusal(import_marian, d, tmp_path / "run").startswith(
+        f"{d / 'vocab.json'}: unreadable vocabulary (")
+    three = {**MARIAN, "vocab_size": 3, "decoder_vocab_size": 3, "pad_token_id": 2}
+    d = marian_dir(tmp_path / "nounk", proto, config=three, vocab={"</s>": 0, "a": 1, "<pad>": 2},
+                   state={})
+    assert refusal(import_marian, d, tmp_path / "run") == f"{d / 'vocab.json'}: no <unk> piece"
+    state = hf_state(model_config(MARIAN, PATH, len(ORDER)), 5)
+    del state["shared.weight"]
+    d = marian_dir(tmp_path / "noshared", proto, state=state)
+    assert refusal(import_marian, d, tmp_path / "run") == f"{d}: weight 'shared.weight' is missing"
+    d = marian_dir(tmp_path / "badspm", proto)
+    (d / "target.spm").write_bytes(b"not a model")
+    assert refusal(import_marian, d, tmp_path / "run").startswith(
+        f"{d / 'target.spm'}: not a SentencePiece model (")
+    (d / "source.spm").unlink()
+    assert refusal(import_marian, d, tmp_path / "run") == f"{d / 'source.spm'}: missing or unreadable"
+    assert not (tmp_path / "run").exists()
