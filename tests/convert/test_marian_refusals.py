@@ -334,3 +334,16 @@ def test_import_refusals_name_their_file(tmp_path, proto):
     (d / "source.spm").unlink()
     assert refusal(import_marian, d, tmp_path / "run") == f"{d / 'source.spm'}: missing or unreadable"
     assert not (tmp_path / "run").exists()
+
+
+def test_a_decoder_start_token_of_its_own_is_our_bos_row(tmp_path, proto):
+    from transformer.model_dir import load_model_dir
+
+    own = {**MARIAN, "vocab_size": 6, "decoder_vocab_size": 6, "decoder_start_token_id": 5}
+    config = model_config(own, PATH, len(ORDER))
+    state = hf_state(config, 6)
+    d = marian_dir(tmp_path / "m", proto, config=own, vocab={**VOCAB, "<s>": 5}, state=state)
+    import_marian(d, tmp_path / "run")
+    model = load_model_dir(tmp_path / "run").model
+    assert torch.equal(model.tgt_embed.token.weight[2], state["shared.weight"][5])
+    assert model.output_projection.bias[2] == state["final_logits_bias"].reshape(-1)[5]
