@@ -11,6 +11,12 @@ class InputError(ValueError):
     """
 
 
+def first_line(err: BaseException) -> str:
+    """An error's first line, for a one-line message; its type's name when it has no text."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
 class RunStopped(Exception):
     """Training stopped on purpose before its budget: a signal, or too many bad updates.
 

@@ -25,7 +25,7 @@ from torch import nn
 from transformer.atomic import atomic_write, atomic_write_text, existing_dir, replace_dir
 from transformer.config import ModelConfig
 from transformer.config.choices import TASKS
-from transformer.errors import InputError
+from transformer.errors import InputError, first_line
 
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
@@ -50,12 +50,6 @@ def _aliases(model: nn.Module) -> list[set[str]]:
     return list(groups.values())
 
 
-def _first_line(err: BaseException) -> str:
-    """An error's first line for a one-line message; its type's name when it has no text."""
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
 def load_weights(model: nn.Module, path: Path | str, *, against: str = CONFIG_FILE) -> None:
     """Load a safetensors file into ``model`` in place.
 
@@ -69,7 +63,7 @@ def load_weights(model: nn.Module, path: Path | str, *, against: str = CONFIG_FI
         with safe_open(str(path), framework="pt") as f:
             shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
     except Exception as err:  # safetensors raises its own error types for a bad header
-        raise InputError(f"{path}: not a readable safetensors file ({_first_line(err)})") from None
+        raise InputError(f"{path}: not a readable safetensors file ({first_line(err)})") from None
     state = model.state_dict()
     for group in _aliases(model):
         present = [name for name in group if name in shapes]
@@ -93,7 +87,7 @@ def load_weights(model: nn.Module, path: Path | str, *, against: str = CONFIG_FI
     try:
         load_model(model, str(path), strict=True)
     except Exception as err:  # the header was read above: a read error, or a file replaced since
-        raise InputError(f"{path}: cannot read the weights ({_first_line(err)})") from None
+        raise InputError(f"{path}: cannot read the weights ({first_line(err)})") from None
 
 
 # --- the model directory -------------------------------------------------------------------------
@@ -134,9 +128,9 @@ def build_model(config: dict[str, Any], *, source: str = CONFIG_FILE) -> nn.Modu
     except KeyError:
         raise InputError(f"{source}: no 'model' section") from None
     except (TypeError, ValueError) as err:
-        raise InputError(f"{source}: bad model configuration: {_first_line(err)}") from None
+        raise InputError(f"{source}: bad model configuration: {first_line(err)}") from None
     except (RuntimeError, MemoryError, OverflowError) as err:  # sizes no machine can hold
-        raise InputError(f"{source}: cannot build the model it describes ({_first_line(err)})") from None
+        raise InputError(f"{source}: cannot build the model it describes ({first_line(err)})") from None
 
 
 def read_config(run_dir: Path | str) -> dict[str, Any]:

@@ -305,20 +305,13 @@ def test_a_hand_written_import(tmp_path, proto):
 
 
 def test_import_refusals_name_their_file(tmp_path, proto):
-    d = marian_dir(tmp_path / "noconfig", proto)
-    (d / "config.json").unlink()
-    assert refusal(import_marian, d, tmp_path / "run") == (
-        f"{d / 'config.json'}: missing (the model's config.json)")
-    (d / "config.json").write_text("{oops")
-    assert refusal(import_marian, d, tmp_path / "run").startswith(
-        f"{d / 'config.json'}: unreadable config.json (")
-    d = marian_dir(tmp_path / "novocab", proto)
-    (d / "vocab.json").unlink()
-    assert refusal(import_marian, d, tmp_path / "run") == (
-        f"{d / 'vocab.json'}: missing (the shared vocabulary)")
-    (d / "vocab.json").write_text("{oops")
-    assert refusal(import_marian, d, tmp_path / "run").startswith(
-        f"{d / 'vocab.json'}: unreadable vocabulary (")
+    for name, missing, what in (("config.json", "the model's config.json", "config.json"),
+                                ("vocab.json", "the shared vocabulary", "vocabulary")):
+        d = marian_dir(tmp_path / f"no-{name}", proto)
+        (d / name).unlink()
+        assert refusal(import_marian, d, tmp_path / "run") == f"{d / name}: missing ({missing})"
+        (d / name).write_text("{oops")
+        assert refusal(import_marian, d, tmp_path / "run").startswith(f"{d / name}: unreadable {what} (")
     three = {**MARIAN, "vocab_size": 3, "decoder_vocab_size": 3, "pad_token_id": 2}
     d = marian_dir(tmp_path / "nounk", proto, config=three, vocab={"</s>": 0, "a": 1, "<pad>": 2},
                    state={})

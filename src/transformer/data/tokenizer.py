@@ -38,7 +38,7 @@ from typing import Any
 import sentencepiece as spm
 
 from transformer.atomic import atomic_write_bytes
-from transformer.errors import InputError
+from transformer.errors import InputError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Tokenizer:
         try:
             processor.LoadFromSerializedProto(model_proto)
         except (RuntimeError, OSError) as err:
-            raise InputError(f"{source}: not a SentencePiece model ({_first_line(err)})") from None
+            raise InputError(f"{source}: not a SentencePiece model ({first_line(err)})") from None
         found = {
             "pad": processor.pad_id(),
             "unk": processor.unk_id(),
@@ -346,11 +346,6 @@ class _Counter:
                 yield text
 
 
-def _first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__
-
-
 def _training_error(err: RuntimeError, *, vocab_size: int, count: int) -> InputError:
     """SentencePiece's trainer errors as one clear line."""
     message = str(err)
@@ -372,4 +367,4 @@ def _training_error(err: RuntimeError, *, vocab_size: int, count: int) -> InputE
             f"vocab_size={vocab_size} is too small for this text: it needs at least "
             f"{too_small.group(2)} (special ids, byte pieces and characters)"
         )
-    return InputError(f"tokenizer training failed: {_first_line(err)}")
+    return InputError(f"tokenizer training failed: {first_line(err)}")
