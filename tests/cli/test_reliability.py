@@ -289,6 +289,21 @@ def _model(run: Path):
     return build_model(read_config(run))
 
 
+@pytest.mark.parametrize("command", [
+    ["train", "--resume", "{run}"],
+    ["train", "--train-src", "{missing}", "--train-tgt", "{missing}", "--out", "{run}"],
+    ["train", "--train-src", "{missing}", "--train-tgt", "{missing}", "--out", "{run}",
+     "--resume", "auto"],
+    ["classify", "train", "--train", "{missing}", "--out", "{run}"],
+], ids=["resume-typo", "missing-data", "resume-auto", "classify"])
+def test_bad_input_leaves_no_run_directory_behind(command, cli, tmp_path, capsys):
+    run, missing = tmp_path / "runs" / "new", tmp_path / "missing.txt"
+    args = [a.format(run=run, missing=missing) for a in command]
+    assert main([*args, "--threads", "1", "--no-progress"]) == 2
+    assert str(run if args[1] == "--resume" else missing) in cli.error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("verb", [["demo", "--max-steps", "1"]])
 def test_demo_takes_the_lock_too(verb, tmp_path, capsys):
     from transformer.training.run_lock import RunLock

@@ -90,3 +90,44 @@ def test_a_file_in_the_way_is_bad_input(tmp_path):
     (tmp_path / "run").write_text("x")
     with pytest.raises(InputError, match="not a directory"):
         RunLock(tmp_path / "run").acquire()
+
+
+def test_a_command_that_wrote_nothing_leaves_no_folder_it_created(tmp_path):
+    run = tmp_path / "runs" / "new"
+    with pytest.raises(RuntimeError), RunLock(run):
+        raise RuntimeError("bad input")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_that_existed_or_was_written_to_is_kept(tmp_path):
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    with RunLock(existing):
+        pass
+    assert existing.is_dir()
+    written = tmp_path / "written"
+    with RunLock(written):
+        (written / "config.json").write_text("{}")
+    assert sorted(p.name for p in written.iterdir()) == [LOCK_FILE, "config.json"]
+
+
+def test_a_lock_file_removed_between_open_and_flock_is_locked_again(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    real_flock = fcntl.flock
+    locked = []
+
+    def racing(fd, op):
+        if not locked:  # an ending holder removes the file just after this process opened it
+            (run / LOCK_FILE).unlink()
+        locked.append(fd)
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", racing)
+    lock = RunLock(run)
+    lock.acquire()
+    try:
+        assert len(locked) == 2
+        assert os.fstat(lock._fd).st_ino == os.stat(run / LOCK_FILE).st_ino
+        assert read_holder(run / LOCK_FILE)[0] == os.getpid()
+    finally:
+        lock.release()
