@@ -23,7 +23,7 @@ Stages, each logged in one line with its counts and seconds:
    failure or a kill at any point leaves the previous directory, or none, never half of one.
 
 Memory: a chunk per worker in flight, the tokenizer's sample while it trains, and with ``dedup``
-an 8-byte hash per kept training pair (in a Python set).
+an 8-byte hash per kept training pair (:class:`~transformer.data.seen_hashes.SeenHashes`).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from transformer.data.prepared import (
     folder_sha256,
     id_dtype,
 )
+from transformer.data.seen_hashes import SeenHashes
 from transformer.data.text_files import iter_file_lines
 from transformer.errors import InputError
 
@@ -401,7 +402,7 @@ def _encode_split(tmp: Path, split: str, pairs: Sequence[tuple[str, str]], encod
                   *, dtype: np.dtype, filters: Filters | None,
                   progress: bool) -> list[dict[str, Any]]:
     """Encode every corpus of ``split`` into ``tmp``; the corpora's manifest entries."""
-    seen: set[int] = set()
+    seen = SeenHashes()
     infos = []
     for index, (src_path, tgt_path) in enumerate(pairs):
         began = time.perf_counter()
@@ -426,12 +427,7 @@ def _encode_split(tmp: Path, split: str, pairs: Sequence[tuple[str, str]], encod
                                               out["tgt_len"])
                 kept = out["kept"]
                 if filters is not None and filters.dedup:
-                    fresh = np.ones(len(kept), dtype=bool)
-                    for j, h in enumerate(out["hash"].tolist()):
-                        if h in seen:
-                            fresh[j] = False
-                        else:
-                            seen.add(h)
+                    fresh = seen.add(out["hash"])
                     if not fresh.all():
                         dropped["dedup"] += int((~fresh).sum())
                         s_ids, s_len = _select(s_ids, s_len, fresh)
