@@ -42,6 +42,7 @@ MODULES: dict[str, list[str]] = {
     "data/text_files.py": ["tests/data/test_text_files.py", "tests/data/test_text_files_details.py",
                            "tests/data/test_parallel.py"],
     "convert/marian.py": ["tests/convert/test_marian.py", "tests/convert/test_marian_refusals.py"],
+    "data/seen_hashes.py": ["tests/data/test_seen_hashes.py"],
 }
 
 # mutmut's name of a surviving mutant -> why no test can kill it (the same behaviour)
@@ -82,7 +83,7 @@ EQUIVALENT: dict[str, str] = {
         "the lock file holds a pid and a host name, ASCII in any locale's encoding",
     "transformer.training.run_lock.x_read_holder__mutmut_6":
         "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
-    "transformer.training.run_lock.xǁRunLockǁacquire__mutmut_63":
+    "transformer.training.run_lock.xǁRunLockǁacquire__mutmut_32":
         "ftruncate(fd, 1) then a write of 2 bytes or more from offset 0 leaves what ftruncate(fd, 0) does",
     "transformer.serving.schemas.x_error_line__mutmut_8":
         "an error without a type: None matches no kind, as '' does not",
@@ -160,6 +161,16 @@ EQUIVALENT: dict[str, str] = {
         "json.dumps without sort_keys: key order does not change the dicts compared",
     "transformer.training.auto_resume.x__plain__mutmut_6":
         "json.dumps(sort_keys=False): key order does not change the dicts compared",
+    "transformer.training.run_lock.xǁRunLockǁ__init____mutmut_5":
+        "_created is set by acquire before release reads it (release returns at once without a "
+        "descriptor)",
+    "transformer.data.seen_hashes.xǁSeenHashesǁ_push__mutmut_6":
+        "the sort's algorithm: the same sorted run (stable, timsort, merges the two runs in linear "
+        "time; the default introsort takes n log n)",
+    "transformer.data.seen_hashes.xǁSeenHashesǁ_push__mutmut_8":
+        "the sort's algorithm: the same sorted run (as _push__mutmut_6)",
+    "transformer.data.seen_hashes.xǁSeenHashesǁ_push__mutmut_11":
+        "NumPy reads the sort kind case-insensitively: 'STABLE' is 'stable'",
 }
 
 STATUSES = ("killed", "survived", "timeout", "no tests", "skipped", "suspicious", "segfault",

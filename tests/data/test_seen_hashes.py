@@ -31,7 +31,9 @@ def test_fresh_masks_equal_a_python_set(seed):
     expected, members = reference(batches)
     seen = SeenHashes()
     for batch, want in zip(batches, expected, strict=True):
-        np.testing.assert_array_equal(seen.add(batch), want)
+        fresh = seen.add(batch)
+        assert fresh.dtype == bool
+        np.testing.assert_array_equal(fresh, want)
     assert len(seen) == members and seen.nbytes == 8 * members
     assert all(np.all(run[1:] > run[:-1]) for run in seen.runs)
 

@@ -131,3 +131,15 @@ def test_a_lock_file_removed_between_open_and_flock_is_locked_again(tmp_path, mo
         assert read_holder(run / LOCK_FILE)[0] == os.getpid()
     finally:
         lock.release()
+
+
+def test_a_created_folder_removed_by_someone_else_still_releases(tmp_path):
+    run = tmp_path / "run"
+    lock = RunLock(run)
+    lock.acquire()
+    (run / LOCK_FILE).unlink()
+    run.rmdir()
+    lock.release()  # nothing left to clean: no error, and the descriptor is closed
+    assert lock._fd is None and not run.exists()
+    with RunLock(run):
+        pass

@@ -28,7 +28,7 @@ class SeenHashes:
         return sum(run.nbytes for run in self.runs)
 
     def add(self, hashes: np.ndarray) -> np.ndarray:
-        hashes = np.asarray(hashes, dtype=np.uint64)
+        """``hashes``: a uint64 array. Returns a boolean array of its length."""
         unique, first = np.unique(hashes, return_index=True)  # sorted
         new = ~self._known(unique)
         fresh = np.zeros(len(hashes), dtype=bool)

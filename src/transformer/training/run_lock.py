@@ -140,7 +140,6 @@ class RunLock:
                     path.rmdir()
         os.close(self._fd)  # closing the only descriptor releases the flock
         self._fd = None
-        self._created = []
 
     def __enter__(self) -> RunLock:
         self.acquire()
