@@ -14,7 +14,13 @@ class InputError(ValueError):
 def first_line(err: BaseException) -> str:
     """An error's first line, for a one-line message; its type's name when it has no text."""
     lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__
+    return lines[0].strip() if lines else type(err).__name__
+
+
+def last_line(err: BaseException) -> str:
+    """An error's last line (where PyTorch puts the detail), else as :func:`first_line`."""
+    lines = str(err).strip().splitlines()
+    return lines[-1].strip() if lines else type(err).__name__
 
 
 class RunStopped(Exception):

@@ -31,7 +31,7 @@ from transformer.config import ModelConfig
 from transformer.data.text_files import read_json
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 from transformer.data.vocab_tokenizer import VocabTokenizer
-from transformer.errors import InputError
+from transformer.errors import InputError, first_line, last_line
 from transformer.model.transformer import Transformer
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}
@@ -97,7 +97,7 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
         try:
             return load_file(str(safetensors_path))
         except (SafetensorError, OSError) as err:
-            raise InputError(f"{safetensors_path}: unreadable ({str(err).splitlines()[0]})") from None
+            raise InputError(f"{safetensors_path}: unreadable ({first_line(err)})") from None
     bin_path = directory / "pytorch_model.bin"
     if not bin_path.exists():
         raise InputError(f"{directory}: neither model.safetensors nor pytorch_model.bin")
@@ -224,8 +224,8 @@ def import_marian(directory: str | os.PathLike[str], run_dir: str | os.PathLike[
     try:  # every tensor of ours is made (strict); one of another shape than config.json says fails
         model.load_state_dict(convert_state(weights, config, order, directory), strict=True)
     except (RuntimeError, IndexError) as err:
-        reason = str(err).strip().splitlines()[-1].strip()  # torch's detail is its last line
-        raise InputError(f"{directory}: the weights do not fit config.json ({reason})") from None
+        raise InputError(f"{directory}: the weights do not fit config.json "
+                         f"({last_line(err)})") from None  # torch's detail is its last line
     tokenizers = []
     for side, append_eos in (("source", True), ("target", False)):
         spm_path = directory / f"{side}.spm"

@@ -20,7 +20,7 @@ import sentencepiece as spm
 from transformer.atomic import atomic_write_bytes
 from transformer.data.text_files import read_json
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, SPECIAL_PIECES, UNK_ID
-from transformer.errors import InputError
+from transformer.errors import InputError, first_line
 
 
 class VocabTokenizer:
@@ -36,8 +36,7 @@ class VocabTokenizer:
         try:
             processor.LoadFromSerializedProto(model_proto)
         except (RuntimeError, OSError) as err:
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise InputError(f"{source}: not a SentencePiece model ({reason})") from None
+            raise InputError(f"{source}: not a SentencePiece model ({first_line(err)})") from None
         specials = [SPECIAL_PIECES[k] for k in ("pad", "unk", "bos", "eos")]
         if list(vocabulary[:4]) != specials:
             raise InputError(f"{source}: the vocabulary must start with {specials}, got "

@@ -21,7 +21,7 @@ from safetensors.torch import save_model
 from torch import nn
 
 from transformer.atomic import existing_dir, replace_dir
-from transformer.errors import InputError
+from transformer.errors import InputError, first_line
 from transformer.model_dir import FORMAT_VERSION, WEIGHTS_FILE, load_weights, save_weights, unwrap
 
 CHECKPOINT_DIR = "checkpoint"
@@ -139,8 +139,7 @@ def load_checkpoint(
     try:
         state = torch.load(state_path, map_location=map_location, weights_only=True)
     except Exception as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"{state_path}: unreadable training state ({reason})") from None
+        raise InputError(f"{state_path}: unreadable training state ({first_line(err)})") from None
     if not isinstance(state, dict) or state.get("format_version") != FORMAT_VERSION:
         raise InputError(f"{state_path}: not a training state of format {FORMAT_VERSION}")
     return state

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from transformer.errors import InputError, WriteError
+from transformer.errors import InputError, WriteError, first_line
 from transformer.training import distributed as D
 from transformer.training.checkpoint import (
     drop_snapshots_after,
@@ -80,8 +80,7 @@ def restore_trainer(trainer: Any) -> None:
             trainer.scaler.load_state_dict(saved["scaler"])
         trainer.state = TrainState(**saved["trainer"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"{where}: does not fit this run ({reason})") from None
+        raise InputError(f"{where}: does not fit this run ({first_line(err)})") from None
     rngs = saved.get("rng") or []
     dist = trainer.dist
     machines = saved.get("arithmetic") or []  # none in a checkpoint from before it was saved
