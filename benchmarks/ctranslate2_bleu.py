@@ -27,12 +27,14 @@ import time
 from pathlib import Path
 
 import torch
+from transformer.inference.translation_eval import read_test_set
 
 from machine import cpu_name, describe, require_model  # benchmarks/machine.py
 from transformer.convert import export_ctranslate2
 from transformer.convert.ctranslate2 import onednn_int8_saturates
 from transformer.evaluation.bleu import score_translations
-from transformer.evaluation.translation import load_translator, read_test_set
+from transformer.inference.loader import load_translator
+from transformer.model_dir import load_model_dir
 
 
 def ct2_translate(translator, tokenizer, sources: list[str], *, beam: int, length_penalty: float,
@@ -82,8 +84,8 @@ def main() -> None:
     import ctranslate2
 
     torch.set_num_threads(1)
-    _, loaded = load_translator(args.model)
-    sources, references, name = read_test_set(loaded.config.get("training", {}), split=args.split)
+    loaded = load_model_dir(args.model)
+    sources, references, name = read_test_set(loaded.record, split=args.split)
     if args.limit:
         sources, references = sources[: args.limit], references[: args.limit]
     tmp = Path(tempfile.mkdtemp())
@@ -103,7 +105,7 @@ def main() -> None:
     rows = []
     settings = [("greedy", 1, 0.0), ("beam 4, no penalty", 4, 0.0), ("beam 4, penalty 1.0", 4, 1.0)]
     for label, beam, lp in settings:
-        translator, _ = load_translator(args.model, beam_size=beam, length_penalty=lp, batch_size=32)
+        translator = load_translator(args.model, beam_size=beam, length_penalty=lp, batch_size=32)
         translator.translate(sources[:32])  # warm-up: the first call builds the fast path
         t0 = time.perf_counter()
         ours = [t.text for t in translator.translate(sources)]

@@ -4,10 +4,13 @@ falling back to ``../shared/data`` beside the checkout; under CI a missing folde
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+
+from transformer import ModelConfig, Transformer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -180,3 +183,61 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                 "on this machine")
     for reason in undeclared:
         terminalreporter.write_line(f"skips: not declared for this machine: {reason}")
+
+
+# --- models and tokenizers shared by the decoding, inference, model directory and training tests --
+
+COPY_PAD, COPY_BOS, COPY_EOS = 0, 2, 3
+COPY_VOCAB = 16  # ids 4 .. 15 are words
+
+
+def padded_sources(seed: int, count: int, *, min_len: int = 1, max_len: int = 8) -> torch.Tensor:
+    """``count`` random sentences of words, right-padded: (count, max_len) with at least one row
+    of every length between ``min_len`` and ``max_len`` when ``count`` allows it."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.full((count, max_len), COPY_PAD, dtype=torch.long)
+    for i in range(count):
+        length = min_len + (i % (max_len - min_len + 1))
+        src[i, :length] = torch.randint(4, COPY_VOCAB, (length,), generator=g)
+    return src[torch.randperm(count, generator=g)]
+
+
+@pytest.fixture(scope="session")
+def sources() -> Callable[..., torch.Tensor]:
+    return padded_sources
+
+
+@pytest.fixture(scope="session")
+def copy_model() -> Transformer:
+    """A tiny model trained for a few dozen steps to copy its source: it has learned to stop, but
+    not perfectly, so outputs vary in length and beam search differs from greedy."""
+    torch.manual_seed(1234)
+    config = ModelConfig.tiny(vocab_size=COPY_VOCAB, dropout=0.0, max_len=32)
+    model = Transformer(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for step in range(50):
+        src = padded_sources(10_000 + step, 32, min_len=2)
+        lengths = (src != COPY_PAD).sum(dim=1)
+        tgt = torch.full((32, src.size(1) + 2), COPY_PAD, dtype=torch.long)
+        tgt[:, 0] = COPY_BOS
+        tgt[:, 1 : 1 + src.size(1)] = src
+        tgt[torch.arange(32), lengths + 1] = COPY_EOS
+        logits = model(src, tgt[:, :-1])
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, COPY_VOCAB), tgt[:, 1:].reshape(-1), ignore_index=COPY_PAD
+        )
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def number_tokenizer():
+    """A small joint SentencePiece tokenizer (vocabulary 60) trained on number words."""
+    from transformer.data.builtin_task import english_number, german_number
+    from transformer.data.tokenizer import Tokenizer
+
+    numbers = range(1, 400)
+    texts = [english_number(n) for n in numbers] + [german_number(n) for n in numbers]
+    return Tokenizer.train(texts, vocab_size=60, byte_fallback=False)

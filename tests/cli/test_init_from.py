@@ -49,7 +49,7 @@ def test_the_first_loss_is_the_runs_own_on_the_same_batch(cli, trained_run, numb
     torch.testing.assert_close(first, expected, rtol=1e-6, atol=0)
     # and a random start would not have matched: the run's model is not the initial one
     fresh = load_model_dir(tmp_path / "ft")
-    assert fresh.config["model"] == load_model_dir(trained_run).config["model"] | {"dropout": 0.0}
+    assert fresh.record.model == load_model_dir(trained_run).record.model.replace(dropout=0.0)
 
 
 def test_fine_tuning_on_the_validation_split_starts_at_the_runs_validation_loss(
@@ -144,7 +144,8 @@ def test_bad_origins_are_one_line(cli, trained_run, number_files, tmp_path, caps
     classifier = tmp_path / "classifier"
     shutil.copytree(trained_run, classifier)
     config = json.loads((classifier / "config.json").read_text())
-    (classifier / "config.json").write_text(json.dumps({**config, "task": "classification"}))
+    (classifier / "config.json").write_text(json.dumps({
+        **config, "task": "classification", "classifier": {"num_labels": 2}, "labels": ["a", "b"]}))
     cases = [(tmp_path / "nowhere", "no such model directory"),
              (classifier, "a classification model")]
     for origin, message in cases:
@@ -204,10 +205,11 @@ def test_classify_takes_the_source_tokenizer_and_records_the_origin(cli, trained
     model = load_model_dir(out)
     assert summary["vocab_size"] == origin.src_tokenizer.vocab_size
     assert model.src_tokenizer == origin.src_tokenizer
-    assert model.config["init_from"]["path"] == str(trained_run.resolve())
+    assert model.record.init_from["path"] == str(trained_run.resolve())
     shape = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "activation")
-    assert {k: model.config["model"][k] for k in shape} == {k: origin.config["model"][k] for k in shape}
-    assert model.config["model"]["num_decoder_layers"] == 0
+    assert ({k: getattr(model.record.model, k) for k in shape}
+            == {k: getattr(origin.record.model, k) for k in shape})
+    assert model.record.model.num_decoder_layers == 0
 
 
 @pytest.mark.parametrize("flags, named, stored", [

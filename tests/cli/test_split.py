@@ -7,7 +7,7 @@ import json
 import logging
 
 from transformer.cli import main
-from transformer.evaluation.translation import load_translator
+from transformer.inference.loader import load_translator
 
 SENTENCES = ["Twenty one.", "Three hundred and five!", "Seven?"]
 # one sentence of about 100 tokens: the tiny run has 48 positions
@@ -33,7 +33,7 @@ def test_translate_splits_lines_into_sentences(cli, run_dir, tmp_path):
 def test_no_split_feeds_the_whole_line(cli, run_dir, tmp_path):
     lines = [" ".join(SENTENCES), "", "Nine. Eleven."]
     got = translate(cli, run_dir, tmp_path, lines, "--no-split")
-    translator, _ = load_translator(run_dir, beam_size=2, precision="fp32")
+    translator = load_translator(run_dir, beam_size=2, precision="fp32")
     assert got == [t.text for t in translator.translate(lines)]
     assert got != translate(cli, run_dir, tmp_path, lines)
 

@@ -53,8 +53,8 @@ def test_translate_in_bf16_and_int8(cli, run_dir, tmp_path, capsys, monkeypatch,
     import dataclasses
 
     from transformer.decoding import thresholds
-    from transformer.decoding.paragraphs import languages_of, translate_lines
-    from transformer.evaluation.translation import load_translator
+    from transformer.inference.lines import translate_lines
+    from transformer.inference.loader import load_translator
 
     every_layer = dataclasses.replace(thresholds.decoding_thresholds(), int8_min_work=0)
     monkeypatch.setattr(thresholds, "decoding_thresholds", lambda: every_layer)
@@ -68,9 +68,9 @@ def test_translate_in_bf16_and_int8(cli, run_dir, tmp_path, capsys, monkeypatch,
     got = [json.loads(line) for line in cli.read(out)]
     want = {}
     for precision in ("fp32", low):
-        translator, loaded = load_translator(run_dir, beam_size=int(beam), length_penalty=0.6,
-                                             batch_size=16, precision=precision)
-        src_lang, tgt_lang = languages_of(loaded.config)
+        translator = load_translator(run_dir, beam_size=int(beam), length_penalty=0.6,
+                                     batch_size=16, precision=precision)
+        src_lang, tgt_lang = translator.record.languages
         want[precision] = translate_lines(translator, lines, src_lang=src_lang, tgt_lang=tgt_lang)
     assert [g["translation"] for g in got] == [t.text for t in want[low]]
     if beam != "1":  # greedy search gives no scores

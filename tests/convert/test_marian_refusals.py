@@ -297,8 +297,8 @@ def test_a_hand_written_import(tmp_path, proto):
     assert import_marian(d, run) == {"out": str(run), "parameters": Transformer(config).num_parameters(),
                                      "vocab_size": 6, "layers": [2, 1], "activation": "silu"}
     loaded = load_model_dir(run)
-    assert loaded.config["training"] == {"decode_max_len_a": 1.5, "decode_max_len_b": 10}
-    assert loaded.config["imported_from"] == {"format": "marian", "path": str(d.resolve())}
+    assert loaded.record.to_dict()["training"] == {"decode_max_len_a": 1.5, "decode_max_len_b": 10}
+    assert loaded.record.to_dict()["imported_from"] == {"format": "marian", "path": str(d.resolve())}
     assert loaded.src_tokenizer.append_eos and not loaded.tgt_tokenizer.append_eos
     assert torch.equal(loaded.model.tgt_embed.token.weight[2], state["shared.weight"][4])
     assert loaded.model.output_projection.bias[2] == NEVER

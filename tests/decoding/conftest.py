@@ -12,49 +12,9 @@ import torch
 from transformer import ModelConfig, Transformer
 from transformer.decoding.thresholds import DecodingThresholds
 
+# the copy task of tests/conftest.py (copy_model, sources)
 PAD, BOS, EOS = 0, 2, 3
 VOCAB = 16  # ids 4 .. 15 are words
-
-
-def padded_sources(seed: int, count: int, *, min_len: int = 1, max_len: int = 8) -> torch.Tensor:
-    """``count`` random sentences of words, right-padded: (count, max_len) with at least one row
-    of every length between ``min_len`` and ``max_len`` when ``count`` allows it."""
-    g = torch.Generator().manual_seed(seed)
-    src = torch.full((count, max_len), PAD, dtype=torch.long)
-    for i in range(count):
-        length = min_len + (i % (max_len - min_len + 1))
-        src[i, :length] = torch.randint(4, VOCAB, (length,), generator=g)
-    return src[torch.randperm(count, generator=g)]
-
-
-@pytest.fixture(scope="session")
-def sources() -> Callable[..., torch.Tensor]:
-    return padded_sources
-
-
-@pytest.fixture(scope="session")
-def copy_model() -> Transformer:
-    """A tiny model trained for a few dozen steps to copy its source: it has learned to stop, but
-    not perfectly, so outputs vary in length and beam search differs from greedy."""
-    torch.manual_seed(1234)
-    config = ModelConfig.tiny(vocab_size=VOCAB, dropout=0.0, max_len=32)
-    model = Transformer(config)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for step in range(50):
-        src = padded_sources(10_000 + step, 32, min_len=2)
-        lengths = (src != PAD).sum(dim=1)
-        tgt = torch.full((32, src.size(1) + 2), PAD, dtype=torch.long)
-        tgt[:, 0] = BOS
-        tgt[:, 1 : 1 + src.size(1)] = src
-        tgt[torch.arange(32), lengths + 1] = EOS
-        logits = model(src, tgt[:, :-1])
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, VOCAB), tgt[:, 1:].reshape(-1), ignore_index=PAD
-        )
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model.eval()
 
 
 @pytest.fixture(scope="session")

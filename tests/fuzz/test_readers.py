@@ -155,14 +155,14 @@ def model_dirs(tmp_path_factory):
 def use(run: Path, kind: str) -> None:
     """What the verbs do with a model directory: load it and run one input through it."""
     if kind == "translation":
-        from transformer.evaluation.translation import load_translator
+        from transformer.inference.loader import load_translator
 
-        translator, _ = load_translator(run)
+        translator = load_translator(run)
         translator.translate(["one hundred"])
     else:
-        from transformer.decoding.classifier import Classifier
+        from transformer.inference.loader import load_classifier
 
-        Classifier.load(run).predict(["one hundred"])
+        load_classifier(run).predict(["one hundred"])
 
 
 def damaged(model_dirs, scratch, kind: str) -> Path:

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from transformer.config.decoding import DecodeOptions
 from transformer.data.builtin_task import english_number
-from transformer.decoding.classifier import Classifier
-from transformer.decoding.translator import DecodeOptions, Translator
+from transformer.inference.loader import load_classifier
+from transformer.inference.translator import Translator
 from transformer.model_dir import load_model_dir
 from transformer.visualization.sentence import sentence_attention
 
@@ -118,7 +119,7 @@ def test_attention_of_a_classifier(client):
 def test_classify_equals_classifier(client, classifier_dir):
     texts = ["seven", "one hundred", "nine thousand nine hundred"]
     data = client.post("/v1/classify", json={"model": "labels", "texts": texts}).json()
-    pred = Classifier.load(classifier_dir).predict(texts)
+    pred = load_classifier(classifier_dir).predict(texts)
     assert data["thresholds"] == {"small": 0.4, "round": 0.5, "large": 0.6} and data["multi_label"]
     for i, row in enumerate(data["results"]):
         assert row["text"] == texts[i]

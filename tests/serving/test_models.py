@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from transformer import ModelConfig, Transformer
-from transformer.decoding.paragraphs import translate_lines
-from transformer.decoding.translator import DecodeOptions
+from transformer.config.decoding import DecodeOptions
 from transformer.errors import InputError
+from transformer.inference.lines import translate_lines
+from transformer.inference.loader import resolve_precision
 from transformer.model_dir import load_model_dir, save_model_dir
-from transformer.serving.models import load_served, parse_model_specs, set_precision
+from transformer.serving.models import load_served, parse_model_specs
 
 
 def translator_dir(path, tokenizer, training=None, *, task="translation"):
@@ -113,7 +114,7 @@ def test_classify_batch_answers_each_request_with_its_own_rows(served):
 
 
 def test_thresholds_default_per_label_for_a_multi_label_model(tmp_path, served, classifier_dir):
-    from transformer.evaluation.classification import DEFAULT_THRESHOLD
+    from transformer.evaluation.label_metrics import DEFAULT_THRESHOLD
 
     assert served["labels"].thresholds() == {"small": 0.4, "round": 0.5, "large": 0.6}
     copy = tmp_path / "labels"
@@ -170,9 +171,9 @@ def test_a_precision_the_decoder_refuses_names_the_model(monkeypatch, translatio
                               "PyTorch's x86, fbgemm or qnnpack quantized engine")
 
 
-def test_set_precision_refuses_an_unknown_one(served):
+def test_resolve_precision_refuses_an_unknown_one(served):
     with pytest.raises(InputError) as err:
-        set_precision(served["numbers"].loaded, "fp8")
+        resolve_precision(served["numbers"].loaded, "fp8")
     assert str(err.value) == "--precision must be one of auto, fp32, bf16, int8, got 'fp8'"
 
 

@@ -3,7 +3,8 @@ their order and count, an empty text stays empty, a too-long sentence is cut and
 
 from __future__ import annotations
 
-from transformer.decoding.translator import DecodeOptions, Translator
+from transformer.config.decoding import DecodeOptions
+from transformer.inference.translator import Translator
 from transformer.model_dir import load_model_dir
 
 SENTENCES = ["Twenty one.", "Three hundred and five!", "Seven?"]

@@ -65,14 +65,3 @@ def synth() -> SimpleNamespace:
     """Helpers: make_pairs, collate, ListData, tiny_model and the special ids."""
     return SimpleNamespace(make_pairs=make_pairs, collate=collate, ListData=ListData,
                            tiny_model=tiny_model, VOCAB=VOCAB, PAD=PAD, BOS=BOS, EOS=EOS)
-
-
-@pytest.fixture(scope="session")
-def number_tokenizer():
-    """A small joint SentencePiece tokenizer (vocabulary 60) trained on number words."""
-    from transformer.data.builtin_task import english_number, german_number
-    from transformer.data.tokenizer import Tokenizer
-
-    numbers = range(1, 400)
-    texts = [english_number(n) for n in numbers] + [german_number(n) for n in numbers]
-    return Tokenizer.train(texts, vocab_size=60, byte_fallback=False)

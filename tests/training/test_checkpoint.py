@@ -37,9 +37,10 @@ def test_model_dir_round_trip(tmp_path, number_tokenizer, tied):
     save_model_dir(tmp_path, model, config={"training": {"note": "x"}}, src_tokenizer=tok,
                    tgt_tokenizer=tok)
     loaded = load_model_dir(tmp_path)
-    assert loaded.config["format_version"] == 1 and loaded.config["task"] == "translation"
-    assert loaded.config["model"] == model.config.to_dict()
-    assert loaded.config["training"] == {"note": "x"}
+    stored = loaded.record.to_dict()
+    assert stored["format_version"] == 1 and loaded.record.task == "translation"
+    assert loaded.record.model == model.config and stored["model"] == model.config.to_dict()
+    assert stored["training"] == {"note": "x"}
     assert loaded.src_tokenizer == tok and loaded.tgt_tokenizer == tok
     assert not loaded.model.training
     src = torch.tensor([tok.encode("three hundred five")])

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from transformer import ModelConfig, TransformerClassifier
 from transformer.data.batching import collate_classification
 from transformer.data.epochs import Epochs
-from transformer.decoding.classifier import predict_logits, probabilities
-from transformer.evaluation.classification import classification_report, decide, to_indicator
+from transformer.evaluation.label_metrics import classification_report, decide, to_indicator
+from transformer.inference.classifier import predict_logits, probabilities
 from transformer.training.classification_task import ClassificationTask, classification_loss
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler

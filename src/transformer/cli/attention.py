@@ -47,12 +47,12 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = load_model_dir(args.model, device=device(args.device))
     sentence, sentences = args.sentence, [args.sentence]
-    if loaded.config.get("task", "translation") == "translation":
-        from transformer.decoding.paragraphs import languages_of, nth_sentence
+    if loaded.record.is_translation:
+        from transformer.inference.lines import nth_sentence
 
         try:
             sentence, sentences = nth_sentence(args.sentence, args.sentence_number,
-                                               lang=languages_of(loaded.config)[0])
+                                               lang=loaded.record.languages[0])
         except ValueError as err:
             raise InputError(f"--sentence-number {err}") from None
         if len(sentences) > 1:

@@ -218,9 +218,9 @@ def _read_texts(args: argparse.Namespace) -> list[str]:
 
 def run_predict(args: argparse.Namespace) -> int:
     set_threads(args.threads)
-    from transformer.decoding.classifier import Classifier
+    from transformer.inference.loader import load_classifier
 
-    classifier = Classifier.load(args.model, device=device(args.device))
+    classifier = load_classifier(args.model, device=device(args.device))
     texts = _read_texts(args)
     out = classifier.predict(texts)
     if out.num_truncated or out.num_empty:
@@ -240,10 +240,10 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     set_threads(args.threads)
-    from transformer.decoding.classifier import Classifier
-    from transformer.evaluation.classifier import evaluate_classifier, evaluation_data
+    from transformer.inference.classifier_eval import evaluate_classifier, evaluation_data
+    from transformer.inference.loader import load_classifier
 
-    classifier = Classifier.load(args.model, device=device(args.device))
+    classifier = load_classifier(args.model, device=device(args.device))
     data = evaluation_data(classifier, data=args.data, split=args.split, file=args.file,
                            **_columns(args))
     result = evaluate_classifier(classifier, data)

@@ -4,7 +4,7 @@ describe."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from transformer.cli.common import (
     add_device_threads,
@@ -14,18 +14,24 @@ from transformer.cli.common import (
     set_threads,
 )
 from transformer.config.choices import INFERENCE_PRECISIONS
+from transformer.config.decoding import BEAM_SIZE, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B
+
+if TYPE_CHECKING:
+    from transformer.inference.translator import Translator
 
 
 def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding")
-    g.add_argument("--beam", type=int, default=4,
-                   help="beam size; 1 is greedy decoding (default 4, as the paper)")
-    g.add_argument("--length-penalty", type=float, default=0.6,
-                   help="GNMT length penalty alpha of beam search (default 0.6, as the paper)")
+    g.add_argument("--beam", type=int, default=BEAM_SIZE,
+                   help=f"beam size; 1 is greedy decoding (default {BEAM_SIZE}, as the paper)")
+    g.add_argument("--length-penalty", type=float, default=LENGTH_PENALTY,
+                   help="GNMT length penalty alpha of beam search "
+                   f"(default {LENGTH_PENALTY}, as the paper)")
     g.add_argument("--max-len-a", type=float,
                    help="a translation has at most a * source tokens + b tokens "
-                   "(default: the run's training setting, else 1.5)")
-    g.add_argument("--max-len-b", type=int, help="see --max-len-a (default: the run's, else 10)")
+                   f"(default: the run's training setting, else {MAX_LEN_A})")
+    g.add_argument("--max-len-b", type=int,
+                   help=f"see --max-len-a (default: the run's, else {MAX_LEN_B})")
     g.add_argument("--max-len", type=int, help="absolute cap in tokens (default: model positions)")
     g.add_argument("--batch-size", type=int, default=64,
                    help="sentences decoded at once (default 64)")
@@ -43,15 +49,15 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     add_progress(g)
 
 
-def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> tuple[Any, Any]:
-    """``--model`` and the decoding flags -> (Translator, LoadedModel)."""
-    from transformer.evaluation.translation import load_translator
+def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> Translator:
+    """``--model`` and the decoding flags -> a Translator (:mod:`transformer.inference.loader`)."""
+    from transformer.inference.loader import load_translator
 
     set_threads(args.threads)
-    translator, loaded = load_translator(
+    translator = load_translator(
         args.model, beam_size=args.beam, length_penalty=args.length_penalty, nbest=nbest,
         max_len_a=args.max_len_a, max_len_b=args.max_len_b, max_len=args.max_len,
         batch_size=args.batch_size, precision=args.precision,
         device=inference_device(args.device, args.precision))
     translator.progress = progress(args)
-    return translator, loaded
+    return translator

@@ -34,12 +34,12 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from transformer.errors import InputError
-    from transformer.evaluation.translation import evaluate_translation
+    from transformer.inference.translation_eval import evaluate_translation
 
     if (args.src_file is None) != (args.ref_file is None):
         raise InputError("give both --src-file and --ref-file, or neither")
-    translator, loaded = translator_of(args)
-    result = evaluate_translation(translator, loaded, hyp_out=args.hyp_out, data=args.data,
+    translator = translator_of(args)
+    result = evaluate_translation(translator, hyp_out=args.hyp_out, data=args.data,
                                   split=args.split, src=args.src, tgt=args.tgt,
                                   src_file=args.src_file, ref_file=args.ref_file,
                                   split_sentences=args.split_sentences)

@@ -77,14 +77,14 @@ def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer.decoding.unknown import UnknownPieces
+    from transformer.inference.unknown import UnknownPieces
 
     if args.sentences and args.input is not None:
         raise InputError("give sentences as arguments or -i FILE, not both")
-    from transformer.decoding.paragraphs import languages_of, stream_lines, translate_lines
+    from transformer.inference.lines import stream_lines, translate_lines
 
-    translator, loaded = translator_of(args, nbest=args.nbest)
-    src_lang, tgt_lang = languages_of(loaded.config)
+    translator = translator_of(args, nbest=args.nbest)
+    src_lang, tgt_lang = translator.record.languages
     how = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
     source = args.input or ("argument" if args.sentences else "<stdin>")
     unknown = UnknownPieces(translator.src_tokenizer, source=source)

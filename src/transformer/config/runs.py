@@ -28,6 +28,7 @@ from transformer.config.choices import (
     TRANSLATION_METRICS,
     check_choice,
 )
+from transformer.config.decoding import MAX_LEN_A, MAX_LEN_B
 from transformer.config.loop import TrainConfig
 from transformer.config.model import ModelConfig
 from transformer.config.schedule import check_schedule
@@ -155,8 +156,8 @@ class TranslationTrainConfig(_RunConfig):
     bleu_sample: int = 500  # validation sentences translated for BLEU (0: no BLEU; >= the split: all)
     metric: str = "bleu"  # selects the best model: bleu, chrf or exact_match
     valid_metrics: tuple[str, ...] = TRANSLATION_METRICS  # what validation scores and logs
-    decode_max_len_a: float = 1.5
-    decode_max_len_b: int = 10
+    decode_max_len_a: float = MAX_LEN_A
+    decode_max_len_b: int = MAX_LEN_B
     seed: int = 0
     # robustness: checkpoints between evaluations, and the non-finite update guard
     save_every: int = 0  # a checkpoint every N updates (0: only at evaluations)

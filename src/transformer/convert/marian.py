@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from transformer.config import ModelConfig
+from transformer.config.decoding import MAX_LEN_A, MAX_LEN_B
 from transformer.data.text_files import read_json
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 from transformer.data.vocab_tokenizer import VocabTokenizer
@@ -236,7 +237,7 @@ def import_marian(directory: str | os.PathLike[str], run_dir: str | os.PathLike[
         tokenizers.append(VocabTokenizer(proto, vocabulary, append_eos=append_eos,
                                          source=str(spm_path)))
     run_dir = Path(run_dir)
-    extra = {"training": {"decode_max_len_a": 1.5, "decode_max_len_b": 10},
+    extra = {"training": {"decode_max_len_a": MAX_LEN_A, "decode_max_len_b": MAX_LEN_B},
              "imported_from": {"format": "marian", "path": str(directory.resolve())}}
     save_model_dir(run_dir, model, config=extra, src_tokenizer=tokenizers[0],
                    tgt_tokenizer=tokenizers[1])

@@ -194,11 +194,11 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
 
         text, sentences = req.text, [req.text]
         if model.task == "translation" and req.target is None:  # one sentence at a time
-            from transformer.decoding.paragraphs import languages_of, nth_sentence
+            from transformer.inference.lines import nth_sentence
 
             try:
                 text, sentences = nth_sentence(req.text, req.sentence,
-                                               lang=languages_of(model.loaded.config)[0])
+                                               lang=model.loaded.record.languages[0])
             except ValueError as err:
                 raise ApiError(422, f"sentence: {err}") from None
         elif req.sentence != 1:

@@ -17,30 +17,15 @@ from typing import Any
 
 import torch
 
-from transformer.config.choices import INFERENCE_PRECISIONS
-from transformer.decoding.paragraphs import LineTranslation, languages_of, translate_lines
-from transformer.decoding.translator import DecodeOptions, Translator
+from transformer.config.decoding import DecodeOptions
 from transformer.errors import InputError
+from transformer.inference.classifier import Classifier
+from transformer.inference.lines import LineTranslation, translate_lines
+from transformer.inference.loader import classifier_for, translator_for
+from transformer.inference.translator import Translator
 from transformer.model_dir import LoadedModel, load_model_dir
 
 log = logging.getLogger(__name__)
-
-def set_precision(loaded: LoadedModel, precision: str) -> str:
-    """Resolve ``precision`` for ``loaded`` and cast its weights (the server's one place for it);
-    returns what runs: fp32, bf16, or int8 for a translator.
-
-    ``auto`` is resolved per model (:func:`transformer.precision.for_inference`). int8 keeps the
-    float32 weights: a translator's decoder quantizes its linear layers once when it is built
-    (:class:`~transformer.decoding.fast_decoder.FastDecoder`); a classifier runs in float32."""
-    from transformer.precision import for_inference
-
-    if precision not in INFERENCE_PRECISIONS:
-        raise InputError(f"--precision must be one of {', '.join(INFERENCE_PRECISIONS)}, "
-                         f"got {precision!r}")
-    if precision == "int8" and loaded.tgt_tokenizer is None:
-        return "fp32"
-    return for_inference(loaded.model, precision).precision
-
 
 @dataclass
 class ServedModel:
@@ -51,7 +36,7 @@ class ServedModel:
     task: str
     precision: str = "fp32"
     translator: Translator | None = None
-    classifier: Any = None
+    classifier: Classifier | None = None
     # one thread per model: a model is never used by two calls at once
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=1))
 
@@ -63,10 +48,7 @@ class ServedModel:
 
     def default_options(self, **changes: Any) -> DecodeOptions:
         """Decoding options: the run's length limits, the request's beam and the rest."""
-        training = self.loaded.config.get("training", {})
-        base = dict(max_len_a=training.get("decode_max_len_a", 1.5),
-                    max_len_b=training.get("decode_max_len_b", 10))
-        return DecodeOptions(**{**base, **changes})
+        return self.loaded.record.decode_options(**changes)
 
     def count_tokens(self, texts: Sequence[str]) -> int:
         """Source tokens of ``texts`` (what the batch budget counts), each cut to the model's limit."""
@@ -82,7 +64,7 @@ class ServedModel:
         groups: dict[tuple[DecodeOptions, bool], list[int]] = {}
         for i, (_, options, *rest) in enumerate(payloads):
             groups.setdefault((options, bool(rest[0]) if rest else True), []).append(i)
-        src_lang, tgt_lang = languages_of(self.loaded.config)
+        src_lang, tgt_lang = self.loaded.record.languages
         out: list[list[LineTranslation]] = [[] for _ in payloads]
         for (options, split), members in groups.items():
             translator = copy.copy(self.translator)  # shares the packed decoder
@@ -112,7 +94,7 @@ class ServedModel:
 
     def thresholds(self) -> dict[str, float] | None:
         """The multi-label decision thresholds (None: single-label, the most probable label wins)."""
-        from transformer.evaluation.classification import DEFAULT_THRESHOLD
+        from transformer.evaluation.label_metrics import DEFAULT_THRESHOLD
 
         clf = self.classifier
         if not clf.multi_label:
@@ -122,14 +104,13 @@ class ServedModel:
 
     def describe(self) -> dict[str, Any]:
         """What ``GET /v1/models`` says about this model."""
-        cfg = self.loaded.config
+        record = self.loaded.record
         info: dict[str, Any] = {"name": self.name, "task": self.task, "max_tokens": self.max_tokens,
                                 "parameters": sum(p.numel() for p in self.loaded.model.parameters()),
                                 "precision": self.precision}
-        training = cfg.get("training", {})
         if self.task == "translation":
-            info["source_language"] = training.get("src_lang")
-            info["target_language"] = training.get("tgt_lang")
+            info["source_language"] = record.src_lang
+            info["target_language"] = record.tgt_lang
         else:
             info["labels"] = list(self.classifier.label_names)
             info["multi_label"] = bool(self.classifier.multi_label)
@@ -153,25 +134,22 @@ def parse_model_specs(specs: Sequence[str]) -> dict[str, str]:
 
 def load_served(models: Mapping[str, str], *, precision: str = "auto",
                 device: str | torch.device = "cpu") -> dict[str, ServedModel]:
-    """Load every ``{name: run_dir}`` once; InputError (naming the directory) for a bad one."""
-    from transformer.decoding.classifier import Classifier
-
+    """Load every ``{name: run_dir}`` once, through the loader the verbs use
+    (:mod:`transformer.inference.loader`); InputError (naming the directory) for a bad one."""
     served: dict[str, ServedModel] = {}
     for name, path in models.items():
         loaded = load_model_dir(path, device=device)
-        loaded.model.eval()
-        runs = set_precision(loaded, precision)
-        task = loaded.config.get("task", "translation")
-        one = ServedModel(name=name, loaded=loaded, task=task, precision=runs)
-        if task == "classification":
-            one.classifier = Classifier(loaded, source=str(Path(path) / "config.json"))
-        else:
+        one = ServedModel(name=name, loaded=loaded, task=loaded.task)
+        if loaded.record.is_translation:
             try:
-                one.translator = Translator.from_loaded(loaded, precision=runs)
-                if one.translator.decoder is not None:  # packed/int8 weights now, not on a request
-                    one.translator.decoder.steps()
-            except ValueError as err:
-                raise InputError(f"{path}: --precision {precision}: {err}") from None
+                one.translator = translator_for(loaded, precision=precision)
+            except InputError as err:
+                raise InputError(f"{path}: {err}") from None
+            one.precision = one.translator.precision
+        else:
+            one.classifier = classifier_for(loaded, precision=precision)
+            one.precision = one.classifier.precision
         served[name] = one
-        log.info("loaded %s (%s) from %s", name, task, path)
+        log.info("loaded %s (%s) from %s", name, loaded.task, path)
     return served
+

@@ -17,13 +17,24 @@ from typing import Any
 import torch
 
 from transformer.errors import InputError
-from transformer.model_dir import CONFIG_FILE, load_model_dir, load_weights, save_model_dir
+from transformer.model_dir import (
+    CONFIG_FILE,
+    RunRecord,
+    load_model_dir,
+    load_weights,
+    save_model_dir,
+)
 from transformer.training.checkpoint import SNAPSHOT_DIR, list_snapshots
 
 log = logging.getLogger(__name__)
 
-# config.json sections that must agree for the weights to mean the same thing
-_MUST_MATCH = ("task", "model", "classifier")
+
+
+def _meaning(record: RunRecord) -> dict[str, Any]:
+    """What must agree between two model directories for their weights to mean the same thing:
+    the task, the model's shape and the classifier's head."""
+    head = record.classifier.to_dict() if record.classifier is not None else None
+    return {"task": record.task, "model": record.model.to_dict(), "classifier": head}
 
 
 def _first_difference(a: Any, b: Any, prefix: str = "") -> str:
@@ -50,19 +61,16 @@ def average_model_dirs(run_dirs: Sequence[Path | str], out_dir: Path | str) -> d
     _accumulate(total, model)
     for run_dir in dirs[1:]:
         other = load_model_dir(run_dir)
-        for key in _MUST_MATCH:
-            if first.config.get(key) != other.config.get(key):
-                raise InputError(
-                    f"{run_dir / CONFIG_FILE} does not match {dirs[0] / CONFIG_FILE}: "
-                    f"{_first_difference(first.config.get(key), other.config.get(key), key + '.')}"
-                )
+        if _meaning(first.record) != _meaning(other.record):
+            raise InputError(f"{run_dir / CONFIG_FILE} does not match {dirs[0] / CONFIG_FILE}: "
+                             f"{_first_difference(_meaning(first.record), _meaning(other.record))}")
         if (other.src_tokenizer != first.src_tokenizer
                 or other.tgt_tokenizer != first.tgt_tokenizer):
             raise InputError(f"{run_dir}: its tokenizers differ from those of {dirs[0]}")
         _accumulate(total, other.model)
         del other
     _assign_mean(model, total, len(dirs))
-    config = {k: v for k, v in first.config.items() if k not in ("best_validation", "model")}
+    config = {k: v for k, v in first.record.to_dict().items() if k not in ("best_validation", "model")}
     config["averaged_from"] = [str(d) for d in dirs]
     save_model_dir(out_dir, model, config=config, src_tokenizer=first.src_tokenizer,
                    tgt_tokenizer=first.tgt_tokenizer)
@@ -122,7 +130,8 @@ def average_snapshots(run_dir: Path | str, out_dir: Path | str, *, last: int) ->
     chosen = snapshots[-last:]
     loaded = load_model_dir(run_dir)
     average_weights(loaded.model, [path for _, path in chosen])
-    config = {k: v for k, v in loaded.config.items() if k not in ("best_validation", "model")}
+    config = {k: v for k, v in loaded.record.to_dict().items()
+              if k not in ("best_validation", "model")}
     config["averaged_from"] = [str(path) for _, path in chosen]
     save_model_dir(out_dir, loaded.model, config=config, src_tokenizer=loaded.src_tokenizer,
                    tgt_tokenizer=loaded.tgt_tokenizer)

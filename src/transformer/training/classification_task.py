@@ -18,13 +18,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer.data.batch import ClassificationBatch
-from transformer.decoding.classifier import predict_logits, probabilities
-from transformer.evaluation.classification import (
+from transformer.evaluation.label_metrics import (
     classification_report,
     decide,
     to_indicator,
     tune_thresholds,
 )
+from transformer.inference.classifier import predict_logits, probabilities
 
 
 def classification_loss(

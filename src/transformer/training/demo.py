@@ -21,7 +21,7 @@ import torch
 from transformer.config.presets import demo_config
 from transformer.config.runs import TranslationTrainConfig
 from transformer.errors import InputError
-from transformer.model_dir import CONFIG_FILE, load_model_dir, read_config
+from transformer.model_dir import CONFIG_FILE, load_model_dir, read_record
 from transformer.training.run_lock import LOCK_FILE, hold_run_dir
 from transformer.training.train_translation import train_translation
 
@@ -35,7 +35,7 @@ def prepare_run_dir(run_dir: Path) -> None:
         raise InputError(f"{run_dir}: exists and is not a directory")
     if (run_dir / CONFIG_FILE).exists():
         try:
-            is_demo = "demo" in read_config(run_dir)
+            is_demo = read_record(run_dir).demo is not None
         except InputError:
             is_demo = False
         if not is_demo:
@@ -89,8 +89,9 @@ def _run_demo(*, config: TranslationTrainConfig | None, run_dir: Path, device: s
     """:func:`run_demo` once the run directory's lock is held."""
     import sacrebleu
 
+    from transformer.config.decoding import DecodeOptions
     from transformer.data.builtin_task import number_task_splits
-    from transformer.decoding.translator import DecodeOptions, Translator
+    from transformer.inference.translator import Translator
 
     prepare_run_dir(run_dir)
     cfg = config if config is not None else demo_config()

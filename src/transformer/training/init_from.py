@@ -37,10 +37,11 @@ from transformer.model_dir import (
     CONFIG_FILE,
     TOKENIZER_DIR,
     WEIGHTS_FILE,
+    RunRecord,
     check_vocabulary,
     load_tokenizer_dir,
     load_weights,
-    read_config,
+    read_record,
 )
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ def _key(key: str, value: Any) -> str:
 
 @dataclass(frozen=True)
 class Origin:
-    """A translation model to start from: its directory, ``config.json``, shape and tokenizers.
+    """A translation model to start from: its directory, its record (``config.json``), shape and
+    tokenizers.
 
     ``tokenizer`` holds the settings its tokenizers were trained with (``vocab_size``, ``joint``,
     ``model_type``, ``byte_fallback``, ``character_coverage``), each only where it is known (an
@@ -76,7 +78,7 @@ class Origin:
     """
 
     path: Path
-    config: dict[str, Any]
+    run: RunRecord
     model: ModelConfig
     src_tokenizer: Any
     tgt_tokenizer: Any
@@ -93,9 +95,11 @@ class Origin:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
         record: dict[str, Any] = {"path": str(self.path.resolve()), "sha256": digest.hexdigest()}
-        for key in ("imported_from", "best_validation", "init_from"):
-            if key in self.config:
-                record[key] = self.config[key]
+        for key, value in (("imported_from", self.run.imported_from),
+                           ("best_validation", self.run.best_validation),
+                           ("init_from", self.run.init_from)):
+            if value is not None:
+                record[key] = self.run.section(key)
         return record
 
 
@@ -103,30 +107,22 @@ def read_origin(run_dir: Path | str) -> Origin:
     """The translation model in ``run_dir``; InputError (one line naming the file) when it is not
     one: missing, of another task, or with tokenizers that do not fit its model."""
     path = Path(run_dir)
-    config = read_config(path)
-    task = config.get("task", "translation")
-    if task != "translation":
-        raise InputError(f"{path / CONFIG_FILE}: a {task} model; a run starts only from a "
+    run = read_record(path)
+    if not run.is_translation:
+        raise InputError(f"{path / CONFIG_FILE}: a {run.task} model; a run starts only from a "
                          "translation model (a run of transformer train, or transformer import "
                          "marian's)")
-    try:
-        model = ModelConfig.from_dict(dict(config["model"]))
-    except KeyError:
-        raise InputError(f"{path / CONFIG_FILE}: no 'model' section") from None
-    except (TypeError, ValueError) as err:
-        reason = (str(err).splitlines() or [type(err).__name__])[0]
-        raise InputError(f"{path / CONFIG_FILE}: bad model configuration: {reason}") from None
+    model = run.model
     src, tgt = load_tokenizer_dir(path)
     check_vocabulary(model, src, tgt, where=str(path / TOKENIZER_DIR))
     if not (path / WEIGHTS_FILE).is_file():
         raise InputError(f"{path / WEIGHTS_FILE}: missing weights file")
-    return Origin(path=path, config=config, model=model, src_tokenizer=src, tgt_tokenizer=tgt,
-                  tokenizer=_tokenizer_settings(config, src, tgt))
+    return Origin(path=path, run=run, model=model, src_tokenizer=src, tgt_tokenizer=tgt,
+                  tokenizer=_tokenizer_settings(run, src, tgt))
 
 
-def _tokenizer_settings(config: dict[str, Any], src: Any, tgt: Any) -> dict[str, Any]:
-    section = config.get("tokenizer") if isinstance(config.get("tokenizer"), dict) else {}
-    training = config.get("training") if isinstance(config.get("training"), dict) else {}
+def _tokenizer_settings(run: RunRecord, src: Any, tgt: Any) -> dict[str, Any]:
+    section, training = run.tokenizer, run.training
     known = {key: section[key] for key in ("vocab_size", "joint", "model_type") if key in section}
     if "vocab_size" in training:  # a whole run configuration, not an import's decoding settings
         known.update({key: training[key] for key in ("byte_fallback", "character_coverage")
@@ -236,18 +232,17 @@ def translation_config_from(origin: Origin | Path | str, *, preset: str | None =
     changes = dict(overrides or {})
     _check_tokenizer(origin, changes, TRANSLATION_TOKENIZER, name)
     model = _check_model_changes(origin, changes, name)
-    training = origin.config.get("training")
-    training = training if isinstance(training, dict) else {}
-    for key in ("src_lang", "tgt_lang"):  # the languages it translates, unless told otherwise
-        if isinstance(training.get(key), str):
-            changes.setdefault(key, training[key])
+    languages = {"src_lang": origin.run.src_lang, "tgt_lang": origin.run.tgt_lang}
+    for key, language in languages.items():  # the languages it translates, unless told otherwise
+        if language is not None:
+            changes.setdefault(key, language)
     base = translation_config(preset or "small", changes)
     if preset is not None:
         _check_preset(preset, base.model, origin, tuple(f for f in SHAPE if "vocab" not in f), name)
         model = {**{f: getattr(base.model, f) for f in TUNABLE}, **model}
     fixed = {key: origin.tokenizer[setting] for key, setting in TRANSLATION_TOKENIZER.items()
              if setting in origin.tokenizer}
-    shape_preset = training.get("preset")
+    shape_preset = origin.run.training.get("preset")
     if preset is None:  # what the shape started from, for the logs and the summary
         fixed["preset"] = shape_preset if isinstance(shape_preset, str) else "imported"
     return base.replace(model=origin.model.replace(**model), **fixed)
@@ -301,9 +296,9 @@ def load_origin(model: nn.Module, origin: Origin) -> None:
             raise InputError(f"the configuration's {field} {_show(value)} contradicts "
                              f"{origin.path}: its model has {_show(stored)}")
     load_weights(model, origin.weights, against=str(origin.path / CONFIG_FILE))
+    imported = origin.run.imported_from or {}
     log.info("weights from %s (%s); a fresh optimizer and schedule", origin.path,
-             origin.config.get("imported_from", {}).get("format", "a run of ours")
-             if isinstance(origin.config.get("imported_from"), dict) else "a run of ours")
+             imported.get("format", "a run of ours"))
 
 
 def init_encoder(classifier: nn.Module, origin: Origin) -> list[str]:

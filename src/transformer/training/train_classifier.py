@@ -81,8 +81,8 @@ def train_classifier(
     (:func:`transformer.training.init_from.classifier_config_from` builds such a ``config``).
     """
     from transformer.data.tokenizer import Tokenizer
-    from transformer.decoding.classifier import Classifier
-    from transformer.evaluation.classifier import evaluate_classifier
+    from transformer.inference.classifier import Classifier
+    from transformer.inference.classifier_eval import evaluate_classifier
 
     started = time.monotonic()
     run_dir = Path(run_dir)

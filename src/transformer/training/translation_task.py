@@ -14,8 +14,9 @@ import torch
 from torch import Tensor, nn
 
 from transformer.config.choices import TRANSLATION_METRICS
+from transformer.config.decoding import MAX_LEN_A, MAX_LEN_B, DecodeOptions
 from transformer.data.batch import Batch
-from transformer.decoding.translator import DecodeOptions, Translator
+from transformer.inference.translator import Translator
 from transformer.training.loss import label_smoothed_cross_entropy
 
 
@@ -48,8 +49,8 @@ class TranslationTask:
         bos_id: int = 2,
         eos_id: int = 3,
         decode_batch_size: int = 64,
-        max_len_a: float = 1.5,
-        max_len_b: int = 10,
+        max_len_a: float = MAX_LEN_A,
+        max_len_b: int = MAX_LEN_B,
     ) -> None:
         if len(bleu_sources) != len(bleu_references):
             raise ValueError(

@@ -71,7 +71,7 @@ def sentence_attention(loaded: LoadedModel, text: str, *, max_len: int | None = 
     model.eval()
     device = next(model.parameters()).device
     src_tok = loaded.src_tokenizer
-    task = loaded.config.get("task", "translation")
+    task = loaded.task
     ids = src_tok.encode(text)
     if not ids:
         raise InputError(f"the sentence {text!r} encodes to no tokens")
@@ -79,7 +79,7 @@ def sentence_attention(loaded: LoadedModel, text: str, *, max_len: int | None = 
         ids = ids[: model.max_tokens]
         tokens = torch.tensor([ids], dtype=torch.long, device=device)  # (1, S)
         out = model(tokens, return_attention=True)
-        labels = loaded.config.get("labels") or [str(i) for i in range(model.num_labels)]
+        labels = loaded.record.labels
         if model.multi_label:
             probs = out.logits[0].float().sigmoid()  # (C,)
         else:

@@ -7,9 +7,10 @@ import logging
 
 import pytest
 
-from transformer.decoding.paragraphs import languages_of, stream_lines, translate_lines
-from transformer.decoding.sentences import cut_to_fit
-from transformer.decoding.translator import DecodeOptions, Translator
+from transformer.config.decoding import DecodeOptions
+from transformer.inference.lines import stream_lines, translate_lines
+from transformer.inference.sentences import cut_to_fit
+from transformer.inference.translator import Translator
 
 
 class CharTokenizer:
@@ -88,7 +89,3 @@ def test_scores_and_nbest_of_a_paragraph(copy_model):
     assert line.nbest[0] == (line.text, pytest.approx(line.score)) and len(line.nbest) == 2
     assert line.nbest[1][0] == " ".join(a.nbest[1][0] for a in alone)
 
-
-def test_languages_of():
-    assert languages_of({"training": {"src_lang": "de", "tgt_lang": "en"}}) == ("de", "en")
-    assert languages_of({}) == ("en", None) and languages_of({"training": 3}) == ("en", None)

@@ -18,7 +18,6 @@ from safetensors.torch import save_file
 from transformer import ModelConfig, Transformer, TransformerClassifier
 from transformer.errors import InputError
 from transformer.model_dir import (
-    _aliases,
     build_model,
     load_model_dir,
     load_tokenizer_dir,
@@ -27,6 +26,7 @@ from transformer.model_dir import (
     save_model_dir,
     unwrap,
 )
+from transformer.model_dir.weights import _aliases
 
 SHAPE = dict(d_model=16, d_ff=32, num_heads=2, num_encoder_layers=1, num_decoder_layers=1)
 
@@ -86,8 +86,10 @@ def test_a_missing_tensor_is_named(tmp_path, number_tokenizer):
     del state[name]
     path = tmp_path / "w.safetensors"
     save_file(state, str(path))
+    assert name == "tgt_embed.token.weight"  # the switch behind it is named too
     assert message(load_weights, model, path, against="runs/x/config.json") == (
-        f"{path} does not match the model of runs/x/config.json: tensor {name} is missing")
+        f"{path} does not match the model of runs/x/config.json: tensor {name} is missing "
+        "(model.share_embeddings is False)")
 
 
 def test_an_unexpected_tensor_is_named(tmp_path, number_tokenizer):
@@ -104,7 +106,7 @@ def test_an_unexpected_tensor_is_named(tmp_path, number_tokenizer):
 ])
 def test_a_read_error_after_the_header_is_one_line(tmp_path, number_tokenizer, monkeypatch,
                                                    raised, reason):
-    import transformer.model_dir as model_dir
+    import transformer.model_dir.weights as weights_module
 
     model = model_for(number_tokenizer)
     path = tmp_path / "w.safetensors"
@@ -113,7 +115,7 @@ def test_a_read_error_after_the_header_is_one_line(tmp_path, number_tokenizer, m
     def failing(*args, **kwargs):
         raise raised
 
-    monkeypatch.setattr(model_dir, "load_model", failing)
+    monkeypatch.setattr(weights_module, "load_model", failing)
     assert message(load_weights, model, path) == f"{path}: cannot read the weights ({reason})"
 
 
@@ -149,7 +151,8 @@ def test_build_model_without_task_is_a_translator(number_tokenizer):
 
 def test_build_model_classifier(number_tokenizer):
     model = model_for(number_tokenizer)
-    built = build_model(config_of(model, task="classification", classifier={"num_labels": 3}))
+    built = build_model(config_of(model, task="classification", classifier={"num_labels": 3},
+                                  labels=["a", "b", "c"]))
     assert type(built) is TransformerClassifier and built.num_labels == 3
     assert message(build_model, config_of(model, task="classification")) == (
         "config.json: no 'classifier' section")

@@ -1,5 +1,6 @@
-"""Evaluating a trained classifier on labelled data: accuracy, micro and macro F1 and the
-per-label table, and the labelled data a classifier is evaluated on (a corpus split or a file).
+"""Scoring a classifier on labelled data: accuracy, micro and macro F1 and the per-label table,
+and the labelled data a classifier is evaluated on (a corpus split or a file): what
+``transformer classify evaluate`` does, beside :mod:`transformer.inference.translation_eval`.
 
 Shapes: N texts, C labels.
 """
@@ -12,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from transformer.data.classification import ClassificationData
-from transformer.decoding.classifier import Classifier
 from transformer.errors import InputError
-from transformer.evaluation.classification import (
+from transformer.evaluation.label_metrics import (
     ClassificationReport,
     classification_report,
     to_indicator,
 )
+from transformer.inference.classifier import Classifier
 
 
 def evaluate_classifier(classifier: Classifier, data: ClassificationData) -> ClassifierEvaluation:
@@ -86,17 +87,17 @@ def evaluation_data(
 
     if (data is None) == (file is None):
         raise InputError("give either a corpus name (--data) or a labelled file (--file)")
-    stored = classifier.config.get("data") or {}
+    stored = classifier.record.trained_on
     if data is not None:
         recipe = None
-        if stored.get("name") == data.lower() and stored.get("recipe"):
-            recipe = SplitRecipe.from_dict(stored["recipe"])
+        if stored.corpus == data.lower() and stored.recipe:
+            recipe = SplitRecipe.from_dict(dict(stored.recipe))
         return corpus_splits(data, split, recipe=recipe)[split]
     return read_classification(
         file,
-        text_column=text_column if text_column is not None else stored.get("text_column", "text"),
-        label_column=label_column if label_column is not None else stored.get("label_column", "label"),
+        text_column=text_column if text_column is not None else stored.text_column,
+        label_column=label_column if label_column is not None else stored.label_column,
         labels=LabelVocabulary(classifier.label_names),
-        format=format if format is not None else None,
-        label_separator=label_separator if label_separator is not None else stored.get("label_separator") or ",",
+        format=format,
+        label_separator=label_separator if label_separator is not None else stored.label_separator,
     )

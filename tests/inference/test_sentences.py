@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transformer.decoding.sentences import cut_to_fit, joiner, split_sentences
+from transformer.inference.sentences import cut_to_fit, joiner, split_sentences
 
 
 def words(text: str) -> int:

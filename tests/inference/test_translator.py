@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from transformer import ModelConfig, Transformer
+from transformer.config.decoding import DecodeOptions
 from transformer.decoding.packing import packing_available
-from transformer.decoding.translator import DecodeOptions, Translator, _one_line
+from transformer.inference.translator import Translator, _one_line
 
 
 class CharTokenizer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from transformer.evaluation.classification import (
+from transformer.evaluation.label_metrics import (
     classification_report,
     decide,
     default_grid,

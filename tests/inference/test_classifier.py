@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from transformer import ModelConfig, TransformerClassifier
-from transformer.decoding.classifier import predict_logits, probabilities
+from transformer.inference.classifier import predict_logits, probabilities
 
 VOCAB, PAD = 24, 0
 

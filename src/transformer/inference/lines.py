@@ -1,14 +1,14 @@
 """Lines that may hold several sentences, translated sentence by sentence: what ``translate``,
 ``evaluate`` and ``serve`` do with their input.
 
-    translator = Translator.from_loaded(loaded)
-    src, tgt = languages_of(loaded.config)
+    translator = load_translator("runs/m30k")
+    src, tgt = translator.record.languages
     translate_lines(translator, ["Two dogs run. A cat sleeps.", ""], src_lang=src, tgt_lang=tgt)
     # -> [LineTranslation("Zwei Hunde rennen. Eine Katze schläft.", sentences=2), LineTranslation("")]
 
-Each line is split into sentences (:func:`~transformer.decoding.sentences.split_sentences`, in the
+Each line is split into sentences (:func:`~transformer.inference.sentences.split_sentences`, in the
 source language; ``split=False`` keeps the line whole), a sentence longer than the model's
-positions is cut at its best boundary (:func:`~transformer.decoding.sentences.cut_to_fit`, in
+positions is cut at its best boundary (:func:`~transformer.inference.sentences.cut_to_fit`, in
 source tokens) instead of being truncated, the pieces of all lines are translated as one batch
 (the translator groups them by length) and joined back per line with a space ("" for Chinese and
 Japanese targets). Line order and count are kept; an empty line gives an empty translation.
@@ -17,12 +17,12 @@ Japanese targets). Line order and count are kept; an empty line gives an empty t
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from transformer.decoding.sentences import cut_to_fit, joiner, split_sentences
-from transformer.decoding.translator import Translation, Translator
+from transformer.inference.sentences import cut_to_fit, joiner, split_sentences
+from transformer.inference.translator import Translation, Translator
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +36,6 @@ class LineTranslation(Translation):
 
     sentences: int = 0
     cut: int = 0
-
-
-def languages_of(config: Mapping[str, Any]) -> tuple[str, str | None]:
-    """A run's (source, target) languages from its ``config.json``: the source defaults to
-    English (what the splitter falls back to), the target to None (joined with spaces)."""
-    training = config.get("training", {})
-    training = training if isinstance(training, Mapping) else {}
-    src, tgt = training.get("src_lang"), training.get("tgt_lang")
-    return (src if isinstance(src, str) and src else "en"), (tgt if isinstance(tgt, str) else None)
 
 
 def nth_sentence(text: str, number: int, *, lang: str = "en") -> tuple[str, list[str]]:

@@ -1,7 +1,7 @@
 """Text in, text out: tokenize sentences, decode them in batches, detokenize, keep input order.
 
-    loaded = load_model_dir("runs/m30k")
-    translator = Translator.from_loaded(loaded, options=DecodeOptions(beam_size=4))
+    translator = load_translator("runs/m30k", beam_size=4)     # transformer.inference.loader
+    translator = Translator.from_loaded(load_model_dir("runs/m30k"), options=DecodeOptions())
     translator.translate(["A man rides a horse.", ""])   # -> [Translation(text=...), Translation("")]
     for t in translator.stream(sys.stdin_lines): ...    # lazily, chunk by chunk, in order
     translator.translate_ids([[17, 45, 9]])             # ids in, best ids out (validation, the demo)
@@ -12,51 +12,24 @@ Shapes: B sentences in a batch, S longest source in it (token ids).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torch import nn
 
+from transformer.config.decoding import DecodeOptions
 from transformer.data.padding import pad_rows
 from transformer.decoding.beam import beam_search
 from transformer.decoding.fast_decoder import decoder_for
 from transformer.decoding.greedy import greedy_decode
 
 if TYPE_CHECKING:
-    from transformer.data.tokenizer import Tokenizer
-    from transformer.model_dir import LoadedModel
+    from transformer.model_dir import LoadedModel, RunRecord, TextTokenizer
 
 log = logging.getLogger(__name__)
 
 Candidates = list[tuple[list[int], float | None]]  # (target ids, beam score or None), best first
-
-
-@dataclass(frozen=True)
-class DecodeOptions:
-    """How to decode. ``beam_size=1`` is greedy decoding. The defaults are the paper's (section
-    6.1: beam 4, length penalty 0.6); a translation is at most ``max_len_a * source tokens +
-    max_len_b`` tokens (and never more than ``max_len`` or the model's positions)."""
-
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    nbest: int | None = None
-    max_len_a: float | None = 1.5
-    max_len_b: int = 10
-    max_len: int | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) or self.beam_size < 1:
-            raise ValueError(f"beam size must be a positive integer, got {self.beam_size!r}")
-        if self.nbest is not None and not 1 <= self.nbest <= self.beam_size:
-            raise ValueError(f"nbest must be between 1 and the beam size {self.beam_size}, got {self.nbest}")
-        if not math.isfinite(self.length_penalty) or self.length_penalty < 0:
-            raise ValueError(f"length penalty must be a non-negative number, got {self.length_penalty}")
-        if self.max_len_a is not None and (not math.isfinite(self.max_len_a) or self.max_len_a < 0):
-            raise ValueError(f"max_len_a must be a non-negative number, got {self.max_len_a}")
-        if self.max_len is not None and self.max_len < 1:
-            raise ValueError(f"max_len must be positive, got {self.max_len}")
 
 
 @dataclass
@@ -87,14 +60,15 @@ class Translator:
     def __init__(
         self,
         model: nn.Module,
-        src_tokenizer: Tokenizer | None,
-        tgt_tokenizer: Tokenizer | None,
+        src_tokenizer: TextTokenizer | None,
+        tgt_tokenizer: TextTokenizer | None,
         *,
         bos_id: int,
         eos_id: int,
         options: DecodeOptions | None = None,
         batch_size: int = 64,
         precision: str = "fp32",
+        record: RunRecord | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch size must be positive, got {batch_size}")
@@ -110,17 +84,21 @@ class Translator:
         self.decoder = decoder_for(model, precision=precision)
         self.precision = precision
         self.progress = False  # a bar over the batches of a call that has several
+        # the model directory's record (languages, the run's decoding limits); None for a bare model
+        self.record = record
 
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, *, options: DecodeOptions | None = None,
                     batch_size: int = 64, precision: str = "fp32") -> Translator:
-        """A translator for a :class:`transformer.model_dir.LoadedModel`."""
+        """A translator for a :class:`transformer.model_dir.LoadedModel`; ``options`` default to
+        the paper's beam search within the run's length limits."""
         from transformer.data.tokenizer import BOS_ID, EOS_ID
 
         if loaded.tgt_tokenizer is None:
             raise ValueError("this model directory holds a classifier, not a translation model")
         return cls(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, bos_id=BOS_ID,
-                   eos_id=EOS_ID, options=options, batch_size=batch_size, precision=precision)
+                   eos_id=EOS_ID, options=options or loaded.record.decode_options(),
+                   batch_size=batch_size, precision=precision, record=loaded.record)
 
     def translate(self, sentences: Sequence[str]) -> list[Translation]:
         """Translate ``sentences``; one :class:`Translation` per sentence, in the same order."""

@@ -1,12 +1,11 @@
 """Text in, labels out: a trained classifier read from its model directory, beside the
-:class:`~transformer.decoding.translator.Translator`.
+:class:`~transformer.inference.translator.Translator`.
 
 Shapes: N texts, B texts in a batch, S longest text in it, C labels.
 
-    clf = Classifier.load("runs/nsmc")
+    clf = load_classifier("runs/nsmc")          # transformer.inference.loader
     out = clf.predict(["재밌어요", "별로"])      # out.probs (N, C), out.chosen (N, C) bool
-    # scores: transformer.evaluation.classifier.evaluate_classifier(clf, data), which imports
-    # this module (never the other way round)
+    # scores: transformer.inference.classifier_eval.evaluate_classifier(clf, data)
 
 Texts longer than the model's limit are truncated (and counted); an empty text is kept and gets
 whatever the model predicts for no tokens at all (counted too), so the outputs line up with the
@@ -17,8 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,11 +24,8 @@ from torch import Tensor, nn
 
 from transformer.data.padding import pad_rows
 from transformer.errors import InputError
-from transformer.evaluation.classification import decide
-from transformer.model_dir import CONFIG_FILE, LoadedModel, load_model_dir
-
-if TYPE_CHECKING:
-    pass
+from transformer.evaluation.label_metrics import decide
+from transformer.model_dir import LoadedModel
 
 
 def probabilities(logits: Tensor, *, multi_label: bool) -> Tensor:
@@ -95,41 +90,23 @@ class Predictions:
         ]
 
 
-def _probability(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
-
-
 class Classifier:
     """A :class:`~transformer.model.TransformerClassifier` with its tokenizer, label names and
-    (multi-label) decision thresholds, as :func:`~transformer.model_dir.load_model_dir`
-    read them."""
+    (multi-label) decision thresholds, as :func:`~transformer.model_dir.load_model_dir` read them
+    (:func:`transformer.inference.loader.load_classifier` reads and checks a directory)."""
 
-    def __init__(self, loaded: LoadedModel, *, source: str = CONFIG_FILE) -> None:
-        config = loaded.config
-        if config.get("task") != "classification":
-            raise InputError(f"{source}: task is {config.get('task')!r}, not a classifier")
+    def __init__(self, loaded: LoadedModel) -> None:
+        record = loaded.record
+        if record.classifier is None:
+            raise InputError(f"{record.source}: task is {record.task!r}, not a classifier")
         self.model = loaded.model
         self.tokenizer = loaded.src_tokenizer
-        self.config = config
-        names = config.get("labels")
-        if not isinstance(names, list) or len(names) != self.model.num_labels:
-            raise InputError(f"{source}: 'labels' must list the model's {self.model.num_labels} label names")
-        if not all(isinstance(n, str) for n in names):
-            raise InputError(f"{source}: 'labels' must be strings")
-        self.label_names = tuple(names)
+        self.record = record
+        self.label_names = record.labels
         self.multi_label = bool(self.model.multi_label)
-        thresholds = config.get("thresholds")
-        self.thresholds: np.ndarray | None = None
-        if self.multi_label and thresholds is not None:
-            if (not isinstance(thresholds, list) or len(thresholds) != len(names)
-                    or not all(_probability(t) for t in thresholds)):
-                raise InputError(f"{source}: 'thresholds' must hold one number in [0, 1] per label")
-            self.thresholds = np.asarray(thresholds, dtype=np.float64)
-
-    @classmethod
-    def load(cls, run_dir: str | Path, *, device: str | torch.device = "cpu") -> Classifier:
-        """Read a classifier's model directory; InputError for a missing, corrupt or translation one."""
-        return cls(load_model_dir(run_dir, device=device), source=str(Path(run_dir) / CONFIG_FILE))
+        self.thresholds: np.ndarray | None = (
+            np.asarray(record.thresholds, dtype=np.float64) if record.thresholds is not None else None)
+        self.precision = "fp32"  # what it runs in (transformer.inference.loader.classifier_for)
 
     @property
     def max_tokens(self) -> int:

@@ -1,0 +1,29 @@
+"""Inference: a model directory loaded once, typed, and used: translate, classify, score.
+
+    from transformer.inference import load_translator, load_classifier
+    translator = load_translator("runs/m30k", beam_size=4)
+    translator.translate(["A man rides a horse."])[0].text
+    load_classifier("runs/nsmc").predict(["재밌어요"]).labels(0)
+
+One floor above ``decoding`` (search and its fast path) and ``evaluation`` (metrics); the verbs,
+the server and Python all come through :mod:`transformer.inference.loader`.
+"""
+
+from transformer.config.decoding import DecodeOptions
+from transformer.inference.classifier import Classifier, Predictions
+from transformer.inference.classifier_eval import evaluate_classifier, evaluation_data
+from transformer.inference.lines import LineTranslation, translate_lines
+from transformer.inference.loader import (
+    classifier_for,
+    load_classifier,
+    load_translator,
+    translator_for,
+)
+from transformer.inference.translation_eval import evaluate_translation, read_test_set
+from transformer.inference.translator import Translation, Translator
+
+__all__ = [
+    "Classifier", "DecodeOptions", "LineTranslation", "Predictions", "Translation", "Translator",
+    "classifier_for", "evaluate_classifier", "evaluate_translation", "evaluation_data",
+    "load_classifier", "load_translator", "read_test_set", "translate_lines", "translator_for",
+]

@@ -1,0 +1,113 @@
+"""The one way from a model directory to something that translates or classifies: what
+``translate``, ``evaluate``, ``classify predict``, ``attention``, ``serve`` and Python all use.
+
+    translator = load_translator("runs/m30k", beam_size=4)   # Translator (weights packed once)
+    translator.translate(["A man rides a horse."])
+    classifier = load_classifier("runs/nsmc")                 # Classifier
+    classifier.predict(["재밌어요"])
+
+A directory is read once (:func:`transformer.model_dir.load_model_dir`: its record checked, its
+shapes compared with the weights before anything is allocated); :func:`translator_for` and
+:func:`classifier_for` turn an already loaded one into a translator or a classifier, choosing the
+precision (:func:`transformer.precision.for_inference`) and the decoding options (the run's length
+limits, then the caller's). A new decoding option passes through here and
+:class:`~transformer.config.decoding.DecodeOptions` only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer.config.choices import INFERENCE_PRECISIONS
+from transformer.errors import InputError
+from transformer.inference.classifier import Classifier
+from transformer.inference.translator import Translator
+from transformer.model_dir import LoadedModel, load_model_dir
+
+
+def resolve_precision(loaded: LoadedModel, precision: str) -> str:
+    """Resolve ``precision`` for ``loaded`` and cast its weights; returns what runs: fp32, bf16,
+    or int8 for a translator (a classifier asked for int8 runs float32).
+
+    ``auto`` is resolved per model (:func:`transformer.precision.for_inference`). int8 keeps the
+    float32 weights: a translator's decoder quantizes its linear layers once when it is built
+    (:class:`~transformer.decoding.fast_decoder.FastDecoder`)."""
+    from transformer.precision import for_inference
+
+    if precision not in INFERENCE_PRECISIONS:
+        raise InputError(f"--precision must be one of {', '.join(INFERENCE_PRECISIONS)}, "
+                         f"got {precision!r}")
+    if precision == "int8" and not loaded.record.is_translation:
+        return "fp32"
+    return for_inference(loaded.model, precision).precision
+
+
+def translator_for(loaded: LoadedModel, *, precision: str = "auto", batch_size: int = 64,
+                   **options: Any) -> Translator:
+    """A :class:`Translator` over an already loaded translation model.
+
+    ``options`` are fields of :class:`~transformer.config.decoding.DecodeOptions` (``beam_size``,
+    ``length_penalty``, ``nbest``, ``max_len_a``, ``max_len_b``, ``max_len``); one that is absent
+    or None takes the run's value (the length limits it trained with) or the paper's default.
+    ``precision``: ``auto`` (bf16 where this machine runs it natively and a probe of the model
+    decodes faster in it, else fp32), ``fp32``, ``bf16`` (casts the weights) or ``int8`` (int8
+    weights made once, on a CPU). Bad values raise InputError naming them.
+    """
+    _check_options(batch_size, options)
+    if loaded.tgt_tokenizer is None:
+        raise InputError(f"{Path(loaded.record.source).parent} holds a classifier; use transformer "
+                         "classify predict")
+    runs = resolve_precision(loaded, precision)
+    try:
+        decode = loaded.record.decode_options(
+            **{name: value for name, value in options.items() if value is not None})
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    try:
+        translator = Translator.from_loaded(loaded, options=decode, batch_size=batch_size,
+                                            precision=runs)
+    except ValueError as err:
+        raise InputError(f"--precision {runs}: {err}") from None
+    if translator.decoder is not None:  # pack (or quantize) the weights now, not on a first call
+        translator.decoder.steps()
+    return translator
+
+
+def _check_options(batch_size: int, options: dict[str, Any]) -> None:
+    """The checks that need no model, so that a bad value fails before a model is read."""
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be positive, got {batch_size}")
+    beam_size, nbest = options.get("beam_size"), options.get("nbest")
+    if nbest is not None and beam_size is not None and not 1 <= nbest <= beam_size:
+        raise InputError(f"--nbest must be between 1 and --beam {beam_size}, got {nbest}")
+
+
+def classifier_for(loaded: LoadedModel, *, precision: str = "fp32") -> Classifier:
+    """A :class:`Classifier` over an already loaded classification model (``precision`` as for
+    :func:`resolve_precision`; the default keeps the stored float32 weights)."""
+    classifier = Classifier(loaded)
+    if precision != "fp32":
+        classifier.precision = resolve_precision(loaded, precision)
+    return classifier
+
+
+def load_translator(model_dir: str | Path, *, device: str | torch.device = "cpu",
+                    precision: str = "auto", batch_size: int = 64,
+                    **options: Any) -> Translator:
+    """Load ``model_dir`` and return its :class:`Translator` (:func:`translator_for` says what
+    ``precision``, ``batch_size`` and the decoding ``options`` mean). InputError, naming the file
+    or value, for a directory that is missing, damaged, a classifier, or a bad option (checked
+    before the directory is read)."""
+    _check_options(batch_size, options)
+    return translator_for(load_model_dir(model_dir, device=device), precision=precision,
+                          batch_size=batch_size, **options)
+
+
+def load_classifier(model_dir: str | Path, *, device: str | torch.device = "cpu",
+                    precision: str = "fp32") -> Classifier:
+    """Load ``model_dir`` and return its :class:`Classifier`; InputError, naming the file, for a
+    directory that is missing, damaged or a translation model."""
+    return classifier_for(load_model_dir(model_dir, device=device), precision=precision)

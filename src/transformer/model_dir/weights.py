@@ -1,0 +1,137 @@
+"""A model's weights as a safetensors file: written atomically, read without unpickling, and
+compared with the model's shapes from the file's header before any tensor is read.
+
+    save_weights(model, "runs/x/model.safetensors")
+    load_weights(model, "runs/x/model.safetensors")      # InputError naming a tensor and a field
+
+A model built on PyTorch's ``meta`` device has shapes but no storage, so :func:`check_weights` on
+one compares a ``config.json`` with the weights before anything is allocated: a configuration that
+describes a model of 64 TiB beside weights of 1 MB is refused in one line naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from safetensors import safe_open
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+from transformer.atomic import atomic_write
+from transformer.errors import InputError, first_line
+
+WEIGHTS_FILE = "model.safetensors"
+# which configuration field sets an axis of a tensor: (name pattern, axis) -> field, first match
+# wins; every other axis of the model is d_model's (a multiple of it for fused projections)
+_AXES = (
+    (r"(^|\.)(src_embed|embed)\.token\.weight$", 0, "model.src_vocab_size"),
+    (r"(^|\.)tgt_embed\.token\.weight$", 0, "model.tgt_vocab_size"),
+    (r"^output_projection\.(weight|bias)$", 0, "model.tgt_vocab_size"),
+    (r"position\.embedding\.weight$", 0, "model.max_len"),
+    (r"\.linear1\.(weight|bias)$", 0, "model.d_ff"),
+    (r"\.linear2\.weight$", 1, "model.d_ff"),
+    (r"^head\.(weight|bias)$", 0, "classifier.num_labels"),
+)
+# tensors that exist or not by a switch of the configuration
+_SWITCHES = (
+    (r"^(encoder)\.layers\.\d+\.", "model.num_encoder_layers"),
+    (r"^(decoder)\.layers\.\d+\.", "model.num_decoder_layers"),
+    (r"position\.embedding\.weight$", "model.positional"),
+    (r"^output_projection\.weight$", "model.tie_embeddings"),
+    (r"^tgt_embed\.token\.weight$", "model.share_embeddings"),
+    (r"^cls$", "classifier.pooling"),
+)
+
+
+def save_weights(model: nn.Module, path: Path | str) -> None:
+    """Write ``model``'s state to a safetensors file atomically; a tied tensor is stored once."""
+    atomic_write(path, lambda tmp: save_model(model, str(tmp)))
+
+
+def _aliases(model: nn.Module) -> list[set[str]]:
+    """Groups of state-dict names that share storage (tied or shared embeddings)."""
+    groups: dict[tuple, set[str]] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if tensor.is_meta:  # no storage to share: the model says which names are one tensor
+            key = (id(tensor),)
+        else:
+            key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        groups.setdefault(key, set()).add(name)
+    return list(groups.values())
+
+
+def _setting(model: nn.Module, field: str) -> str:
+    """`` (model.d_model is 512)``: the configuration value behind a mismatch, for the message."""
+    section, _, name = field.partition(".")
+    owner = model if section == "classifier" else getattr(model, "config", None)
+    value = getattr(owner, name, None)
+    return "" if value is None else f" ({field} is {value!r})"
+
+
+def _axis_field(name: str, axis: int) -> str:
+    for pattern, at, field in _AXES:
+        if at == axis and re.search(pattern, name):
+            return field
+    return "classifier.pooling" if name == "cls" and axis < 2 else "model.d_model"
+
+
+def _presence_field(name: str) -> str | None:
+    return next((field for pattern, field in _SWITCHES if re.search(pattern, name)), None)
+
+
+def header_shapes(path: Path | str) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from the file's header only; InputError when missing or unreadable.
+    (safetensors checks that the header's offsets cover the file exactly, so a header cannot
+    claim more data than the file holds.)"""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: missing weights file")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
+    except Exception as err:  # safetensors raises its own error types for a bad header
+        raise InputError(f"{path}: not a readable safetensors file ({first_line(err)})") from None
+
+
+def check_weights(model: nn.Module, path: Path | str, *, against: str = "config.json") -> None:
+    """InputError (one line naming ``path``, the tensor and the configuration field behind it)
+    unless the file holds exactly the tensors of ``model`` with its shapes. Reads the header only,
+    and needs only the model's shapes: a model on the ``meta`` device will do."""
+    path = Path(path)
+    shapes = header_shapes(path)
+    state = model.state_dict()
+    differs = f"{path} does not match the model of {against}"
+    for group in _aliases(model):
+        present = [name for name in group if name in shapes]
+        if not present:
+            name = sorted(group)[0]
+            field = _presence_field(name)
+            hint = _setting(model, field) if field else ""
+            raise InputError(f"{differs}: tensor {name} is missing{hint}")
+        for name in present:
+            want = tuple(state[name].shape)
+            have = shapes[name]
+            if have != want:
+                axes = [i for i, (h, w) in enumerate(zip(have, want, strict=False)) if h != w]
+                hint = _setting(model, _axis_field(name, axes[0])) if axes and len(have) == len(want) else ""
+                raise InputError(f"{differs}: {name} has shape {list(have)}, the configuration "
+                                 f"needs {list(want)}{hint}")
+    extra = sorted(set(shapes) - set(state))
+    if extra:
+        field = _presence_field(extra[0])
+        hint = _setting(model, field) if field else ""
+        raise InputError(f"{differs}: unexpected tensor {extra[0]}{hint}")
+
+
+def load_weights(model: nn.Module, path: Path | str, *, against: str = "config.json") -> None:
+    """Load a safetensors file into ``model`` in place.
+
+    Raises InputError (one line naming ``path``) if the file is missing, corrupt, or holds tensors
+    of other names or shapes than the model built from ``against`` needs (:func:`check_weights`).
+    """
+    check_weights(model, path, against=against)
+    try:
+        load_model(model, str(path), strict=True)
+    except Exception as err:  # the header was read above: a read error, or a file replaced since
+        raise InputError(f"{path}: cannot read the weights ({first_line(err)})") from None
