@@ -24,7 +24,8 @@ browser:
 	  else echo "chromium/chromedriver missing and apt-get unavailable: the browser test will skip"; fi; \
 	fi
 
-# The suite without the slow end-to-end runs; `make test-all` includes them. Then the tests whose
+# The suite without the slow end-to-end runs and the GPU check (tests/gpu/, marked cuda: on a GPU
+# machine, benchmarks/gpu_check.py runs it); `make test-all` includes them. Then the tests whose
 # kernels depend on the CPU's instruction set once more with PyTorch, oneDNN, MKL and CTranslate2
 # held to AVX2 (no AVX-512, no native bf16, no VNNI), so an AVX-512 machine catches what breaks on
 # AVX2 machines (on an AVX2 machine it repeats them).
@@ -35,11 +36,11 @@ ISA_TESTS := tests/test_hardware.py tests/test_precision.py tests/cli/test_preci
 
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow and not cuda" -q
 	$(MAKE) --no-print-directory test-avx2
 
 test-avx2: $(STAMP)
-	$(FORCE_AVX2) $(BIN)/python -m pytest -m "not slow" -q -p no:cacheprovider $(ISA_TESTS)
+	$(FORCE_AVX2) $(BIN)/python -m pytest -m "not slow and not cuda" -q -p no:cacheprovider $(ISA_TESTS)
 
 test-all: $(STAMP) browser
 	$(BIN)/python -m pytest -q

@@ -25,20 +25,19 @@ and building the run took.
     .venv/bin/python benchmarks/data_scale.py                  # 100000 1000000 4500000
 
 Prints a table and writes benchmarks/results/data_scale.json (with the machine). The corpora are
-kept in --work (default /tmp/data_scale) and reused by later runs.
+kept in --work (default /tmp/data_scale) and reused by later runs. How a child process is timed and
+its memory sampled: benchmarks/process_memory.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -46,122 +45,10 @@ from pathlib import Path
 import numpy as np
 
 from machine import describe  # benchmarks/machine.py
+from process_memory import TreeMemory, process_tree, run_timed, setup_s
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-
-
-# ------------------------------------------------------------------------------------ memory
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):  # the task ended meanwhile
-            out += [int(c) for c in (task / "children").read_text().split()]
-    return out
-
-
-def _tree(pid: int) -> list[int]:
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        todo += _children(p)
-    return pids
-
-
-def _kib(path: str, key: str) -> int:
-    try:
-        for line in Path(path).read_text().splitlines():
-            if line.startswith(key):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-class TreeMemory:
-    """Samples the summed RSS and PSS of a process and its descendants until stopped."""
-
-    def __init__(self, pid: int, every: float = 0.1) -> None:
-        self.pid, self.every = pid, every
-        self.rss = self.pss = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            pids = _tree(self.pid)
-            rss = sum(_kib(f"/proc/{p}/status", "VmRSS:") for p in pids)
-            pss = sum(_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
-            self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
-            self._stop.wait(self.every)
-
-    def stop(self) -> dict[str, float]:
-        self._stop.set()
-        self._thread.join()
-        return {"tree_rss_gb": round(self.rss / 2**20, 3), "tree_pss_gb": round(self.pss / 2**20, 3)}
-
-
-def run_timed(cmd: list[str], *, log: Path, env: dict | None = None,
-              first_update: Path | None = None, after_step: int = 0) -> dict[str, float]:
-    """Run ``cmd`` under /usr/bin/time -v (output to ``log``): its wall time, the largest
-    process's peak RSS (time's "maximum resident set size"), the process tree's sampled peaks and,
-    with ``first_update`` (a metrics.jsonl), the seconds until a training record past
-    ``after_step`` appears there."""
-    began = time.perf_counter()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(["/usr/bin/time", "-v", *cmd], env={**os.environ, **(env or {})},
-                                stdout=out, stderr=out)
-        memory = TreeMemory(proc.pid)
-        seen = None
-        while proc.poll() is None:
-            if first_update is not None and seen is None and _has_update(first_update, after_step):
-                seen = time.perf_counter() - began
-            time.sleep(0.05)
-    wall = time.perf_counter() - began
-    tree = memory.stop()
-    text = log.read_text()
-    if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{text[-2000:]}")
-    if first_update is not None and seen is None and _has_update(first_update, after_step):
-        seen = wall
-    result = {"wall_s": round(wall, 2), **tree}
-    for line in text.splitlines():
-        if "Maximum resident set size" in line:
-            result["max_process_rss_gb"] = round(int(line.split()[-1]) / 2**20, 3)
-    if first_update is not None:
-        result["first_update_s"] = None if seen is None else round(seen, 2)
-    return result
-
-
-def setup_s(result: dict, metrics: Path, after: int = 0) -> float | None:
-    """Seconds from the command to the start of its first update (``first_update_s`` less the
-    update's own time): what reading the data and building the run cost."""
-    records = [json.loads(line) for line in metrics.read_text().splitlines()]
-    train = [r for r in records if r.get("kind") == "train"]
-    nxt = next((i for i, r in enumerate(train) if r["step"] > after), None)
-    if nxt is None or result.get("first_update_s") is None:
-        return None
-    took = train[nxt]["elapsed_s"] - (train[nxt - 1]["elapsed_s"] if nxt else 0.0)
-    return round(result["first_update_s"] - took, 2)
-
-
-def _has_update(metrics: Path, after: int) -> bool:
-    try:
-        lines = metrics.read_text().splitlines()
-    except OSError:
-        return False
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("kind") == "train" and record.get("step", 0) > after:
-            return True
-    return False
 
 
 # ------------------------------------------------------------------------------------ corpora
@@ -287,13 +174,8 @@ def ddp(work: Path, data_dir: Path, args: argparse.Namespace, ranks: int) -> dic
         procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=log), log))
     # one sampler over all ranks: the sum at each instant
     class Group(TreeMemory):
-        def _run(self) -> None:
-            while not self._stop.is_set():
-                pids = [p for proc, _ in procs for p in _tree(proc.pid)]
-                rss = sum(_kib(f"/proc/{p}/status", "VmRSS:") for p in pids)
-                pss = sum(_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
-                self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
-                self._stop.wait(self.every)
+        def pids(self) -> list[int]:
+            return [p for proc, _ in procs for p in process_tree(proc.pid)]
 
     monitors = Group(procs[0][0].pid)
     for proc, log in procs:
@@ -338,26 +220,9 @@ def measure(size: int, args: argparse.Namespace, baselines: dict) -> dict:
     return row
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 4_500_000])
-    parser.add_argument("--work", type=Path, default=Path("/tmp/data_scale"))
-    parser.add_argument("--preset", default="small", help="the model trained (default small)")
-    parser.add_argument("--vocab-size", type=int, default=8000)
-    parser.add_argument("--max-tokens", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--steps", type=int, default=30, help="updates of each training run")
-    parser.add_argument("--skip", type=int, default=5, help="updates left out of tokens/s")
-    parser.add_argument("--ddp-steps", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="alternating rounds of the Multi30k in-memory/prepared comparison")
-    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "data_scale.json")
-    args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-
-    # baselines: Multi30k in memory (text files) and prepared (the same batches), and a tiny
-    # prepared directory (the model and optimizer's own memory)
+def measure_baselines(args: argparse.Namespace) -> dict:
+    """Multi30k trained in memory and prepared (tokens/s, time to the first update) and a
+    2,000-pair directory (the memory of the model, its optimizer and one extra gloo rank)."""
     m_src, m_tgt = multi30k_text(args.work)
     baselines: dict = {}
     m30k_dir, prep = prepare_dir(args.work, "multi30k", m_src, m_tgt, args)
@@ -386,9 +251,10 @@ def main() -> None:
     baselines["ddp_tiny"] = {"one": one, "two": two,
                              "extra_rank_rss_gb": round(two["tree_rss_gb"] - one["tree_rss_gb"], 3),
                              "extra_rank_pss_gb": round(two["tree_pss_gb"] - one["tree_pss_gb"], 3)}
-    print(f"baselines: {json.dumps(baselines)}", flush=True)
+    return baselines
 
-    rows = [measure(size, args, baselines) for size in args.sizes]
+
+def print_table(rows: list[dict], baselines: dict, args: argparse.Namespace) -> None:
     memory_tps = baselines["multi30k_memory"]["tokens_per_s"]
     print()
     print(f"in-memory Multi30k: {memory_tps:,.0f} tokens/s; Multi30k prepared: "
@@ -411,6 +277,29 @@ def main() -> None:
               f"{t['tokens_per_s'] / memory_tps:>6.3f} {z['first_update_s']:>8.1f} {z['setup_s']:>7.1f} "
               f"{d['extra_rank_rss_gb']:>8.2f} {d['extra_rank_data_rss_gb']:>6.2f} "
               f"{d['extra_rank_pss_gb']:>9.2f} {d['extra_rank_data_pss_gb']:>6.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 4_500_000])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/data_scale"))
+    parser.add_argument("--preset", default="small", help="the model trained (default small)")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--max-tokens", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--steps", type=int, default=30, help="updates of each training run")
+    parser.add_argument("--skip", type=int, default=5, help="updates left out of tokens/s")
+    parser.add_argument("--ddp-steps", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating rounds of the Multi30k in-memory/prepared comparison")
+    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "data_scale.json")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    baselines = measure_baselines(args)
+    print(f"baselines: {json.dumps(baselines)}", flush=True)
+    rows = [measure(size, args, baselines) for size in args.sizes]
+    print_table(rows, baselines, args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     args.output.write_text(json.dumps({"machine": describe(), "settings": settings,

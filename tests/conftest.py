@@ -121,6 +121,10 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def _no_cuda() -> bool:
+    return not torch.cuda.is_available()
+
+
 def _no_onednn() -> bool:
     from transformer.decoding.packing import packing_available
 
@@ -158,6 +162,7 @@ def _no_avx2() -> bool:
 # (the start of a skip's reason, whether this machine is one where that skip is expected)
 SKIPPABLE = (
     ("this machine has CUDA", _cuda),
+    ("no CUDA device here", _no_cuda),  # tests/gpu/ (make test deselects them)
     ("this PyTorch build has no oneDNN", _no_onednn),
     ("no oneDNN", _no_onednn),
     ("packing does not apply here", _no_onednn),
