@@ -330,7 +330,7 @@ def part_reference(ctx: Context, part: Part) -> None:
 
 def copy_batches(n: int, rows: int, vocab: int, *, min_len: int, max_len: int) -> list[Any]:
     """A copy task: ``n`` batches of ``rows`` random sentences; the target is the source."""
-    from transformer.data.batch import Batch
+    from transformer.data.batch_types import Batch
 
     out = []
     for i in range(n):

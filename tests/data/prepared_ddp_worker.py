@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from transformer.data.batching import collate_pairs
+from transformer.data.collation import collate_pairs
 from transformer.data.prepared import MixedEpochs, PreparedData
 from transformer.training import distributed as D
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.data.batching import EncodedPairs, collate_pairs
-from transformer.data.epochs import Epochs
+from transformer.data.collation import collate_pairs
+from transformer.data.encoding import EncodedPairs
+from transformer.data.epoch_batches import Epochs
 from transformer.data.prepare import Filters, PrepareRequest, prepare
 from transformer.data.prepared import (
     MixedEpochs,
@@ -23,7 +24,7 @@ from transformer.data.prepared import (
     id_dtype,
     mixture,
 )
-from transformer.data.sampler import TokenBatchSampler
+from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.data.tokenizer import Tokenizer
 from transformer.errors import InputError
 

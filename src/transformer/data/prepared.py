@@ -33,8 +33,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from transformer.data.epochs import ArrayBatches
-from transformer.data.sampler import TokenBatchSampler
+from transformer.data.epoch_batches import ArrayBatches
+from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -243,7 +243,7 @@ class PreparedData:
 
 class PreparedPairs(Sequence[Pair]):
     """The pairs of a split's corpora, one after the other, fitted to a model of ``max_len``
-    positions as :func:`~transformer.data.batching.encode_pairs` fits them: a source longer than
+    positions as :func:`~transformer.data.encoding.encode_pairs` fits them: a source longer than
     ``max_len`` or a target longer than ``max_len - 1`` is cut (``on_long="truncate"``) or left out
     (``"filter"``), counted in ``num_truncated``/``num_filtered``.
 
@@ -340,7 +340,7 @@ class MixedEpochs(Generic[BatchT]):
     (:func:`mixture`).
 
     Without weights every pair is in every epoch exactly once and the batches are those of
-    :class:`~transformer.data.epochs.Epochs` over the same lengths and seed. With weights each
+    :class:`~transformer.data.epoch_batches.Epochs` over the same lengths and seed. With weights each
     epoch draws its pairs first, then plans them; the ranks draw alike (same seed and epoch), so
     together they still see each drawn pair exactly once.
     """

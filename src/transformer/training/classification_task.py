@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.data.batch import ClassificationBatch
+from transformer.data.batch_types import ClassificationBatch
 from transformer.decoding.classifier import predict_logits, probabilities
 from transformer.evaluation.classification import (
     classification_report,

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer.config.choices import TRANSLATION_METRICS
-from transformer.data.batch import Batch
+from transformer.data.batch_types import Batch
 from transformer.decoding.translator import DecodeOptions, Translator
 from transformer.training.loss import label_smoothed_cross_entropy
 
