@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -133,3 +134,20 @@ def test_realistic_ddp_split_needs_no_repeats() -> None:
         indices = [i for s in samplers for batch in s for i in batch]
         assert sorted(indices) == list(range(len(LENGTHS)))
         assert len({len(list(s)) for s in samplers}) == 1
+
+
+def test_the_array_plan_is_the_samplers_batches_rank_by_rank():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 30, size=(500, 2))
+    for world in (1, 2, 3):
+        for rank in range(world):
+            sampler = TokenBatchSampler(lengths, max_tokens=120, seed=5, rank=rank, world_size=world)
+            for epoch in (0, 3):
+                sampler.set_epoch(epoch)
+                indices, bounds = sampler.plan()
+                batches = [indices[bounds[j]:bounds[j + 1]].tolist() for j in range(len(bounds) - 1)]
+                assert batches == list(sampler)
+    # repeated batches (more ranks than batches can be split into) are planned too
+    tiny = TokenBatchSampler([(3, 3)] * 3, max_tokens=4, world_size=2, rank=1)
+    indices, bounds = tiny.plan()
+    assert [indices[bounds[j]:bounds[j + 1]].tolist() for j in range(len(bounds) - 1)] == list(tiny)

@@ -18,7 +18,9 @@ from typing import Any
 from transformer.config.runs import TranslationTrainConfig
 from transformer.data.batch_types import Batch
 from transformer.data.collation import collate_pairs
-from transformer.data.prepared import MANIFEST, MixedEpochs, PreparedData
+from transformer.data.prepared.directory import PreparedData
+from transformer.data.prepared.layout import MANIFEST
+from transformer.data.prepared.mixing import MixedEpochs
 from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.errors import InputError
 from transformer.model_dir import read_config
