@@ -152,7 +152,7 @@ def test_data_dir_made_with_another_tokenizer_is_refused(cli, number_files, tmp_
     from transformer.data.prepared.directory import PreparedData
     from transformer.errors import InputError
     from transformer.model_dir import load_tokenizer_dir
-    from transformer.training.prepared_inputs import check_tokenizers
+    from transformer.training.data_dir_inputs import check_tokenizers
 
     src, tgt = load_tokenizer_dir(other)
     with pytest.raises(InputError, match="another tokenizer"):

@@ -42,8 +42,8 @@ from transformer.model_dir import (
 from transformer.precision import resolve_precision
 from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint, seed_everything
+from transformer.training.data_dir_inputs import check_tokenizers, open_prepared, prepared_inputs
 from transformer.training.optimizer import build_optimizer
-from transformer.training.prepared_inputs import check_tokenizers, open_prepared, prepared_inputs
 from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import Trainer, TrainResult
