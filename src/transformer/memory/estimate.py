@@ -1,7 +1,7 @@
 """The estimate of one training step's peak memory, line by line.
 
-It generalises the seed tutorial's formula (:mod:`transformer.memory.seed`) to this package's
-encoder-decoder and encoder-only models, but counts what PyTorch actually keeps:
+It generalises the seed tutorial's GPT-2 formula (:mod:`transformer.memory.gpt2_formula`) to this
+package's encoder-decoder and encoder-only models, but counts what PyTorch actually keeps:
 
 * parameters, buffers, the batch and Adam's moments live through the whole step;
 * gradients exist only from the backward pass to the optimizer step (the trainer zeroes them with
