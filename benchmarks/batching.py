@@ -29,9 +29,10 @@ import numpy as np
 import torch
 
 from machine import describe  # benchmarks/machine.py
-from transformer.data.batching import encode_pairs, iter_batches
+from transformer.data.collation import iter_batches
 from transformer.data.corpora import load_corpus
-from transformer.data.sampler import TokenBatchSampler, padding_stats
+from transformer.data.encoding import encode_pairs
+from transformer.data.token_batch_sampler import TokenBatchSampler, padding_stats
 from transformer.data.tokenizer_pair import train_tokenizers
 
 RESULTS = Path(__file__).resolve().parent / "results" / "batching.json"

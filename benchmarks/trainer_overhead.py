@@ -28,7 +28,7 @@ sys.path.insert(0, sys.argv[1])
 import torch
 torch.set_num_threads(1)
 from transformer import ModelConfig, Transformer
-from transformer.data.batch import Batch
+from transformer.data.batch_types import Batch
 from transformer.training.trainer import TrainConfig, Trainer
 from transformer.training.translation_task import TranslationTask
 steps, clip = int(sys.argv[2]), (float(sys.argv[3]) or None)

@@ -149,10 +149,10 @@ def test_data_dir_made_with_another_tokenizer_is_refused(cli, number_files, tmp_
     other = tmp_path / "other"
     assert main(["train", *cli.data_flags(number_files), *cli.TINY, "--max-steps", "1",
                  "--out", str(other)]) == 0
-    from transformer.data.prepared import PreparedData
+    from transformer.data.prepared.directory import PreparedData
     from transformer.errors import InputError
     from transformer.model_dir import load_tokenizer_dir
-    from transformer.training.prepared_inputs import check_tokenizers
+    from transformer.training.data_dir_inputs import check_tokenizers
 
     src, tgt = load_tokenizer_dir(other)
     with pytest.raises(InputError, match="another tokenizer"):

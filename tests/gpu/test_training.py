@@ -20,7 +20,7 @@ MAX_EARLY_SKIPS = 5  # fp16: the grad scaler may skip updates only among the fir
 
 def copy_batches(gpu, n: int, rows: int, vocab: int, *, min_len: int, max_len: int) -> list[Any]:
     """A copy task: ``n`` batches of ``rows`` random sentences; the target is the source."""
-    from transformer.data.batch import Batch
+    from transformer.data.batch_types import Batch
 
     pad, bos, eos = gpu.PAD, gpu.BOS, gpu.EOS
     out = []

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from transformer.inference.translation_eval import read_test_set
 
 from transformer import ModelConfig
 from transformer.data.builtin_task import number_task_splits
 from transformer.errors import InputError
+from transformer.inference.translation_eval import read_test_set
 from transformer.model_dir import RunRecord
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from transformer import ModelConfig, Transformer
-from transformer.data.batch import Batch
+from transformer.data.batch_types import Batch
 
 VOCAB = 16
 PAD, BOS, EOS = 0, 2, 3

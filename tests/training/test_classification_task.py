@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from transformer import ModelConfig, TransformerClassifier
-from transformer.data.batching import collate_classification
-from transformer.data.epochs import Epochs
+from transformer.data.collation import collate_classification
+from transformer.data.epoch_batches import Epochs
 from transformer.evaluation.label_metrics import classification_report, decide, to_indicator
 from transformer.inference.classifier import predict_logits, probabilities
 from transformer.training.classification_task import ClassificationTask, classification_loss

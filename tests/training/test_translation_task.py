@@ -45,8 +45,8 @@ def test_translate_ids_packs_once_for_all_batches_and_keeps_no_copy(synth, monke
 
 
 def test_evaluation_figures(number_tokenizer):
-    from transformer.data.batching import collate_pairs
     from transformer.data.builtin_task import english_number, german_number
+    from transformer.data.collation import collate_pairs
 
     tok = number_tokenizer
     model = Transformer(ModelConfig.tiny(tok.vocab_size))

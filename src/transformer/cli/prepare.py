@@ -79,7 +79,8 @@ def _weights(value: str | None) -> list[float] | None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    from transformer.data.prepare import Filters, PrepareRequest, prepare
+    from transformer.data.prepared.prepare import prepare
+    from transformer.data.prepared.request import Filters, PrepareRequest
 
     sides = {}
     for split in ("train", "valid"):

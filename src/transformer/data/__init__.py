@@ -9,11 +9,14 @@
 - ``corpora``: corpora by name (Multi30k; GoEmotions, NSMC), the data search folders, downloads;
   ``classification_splits``: reproducible held-out splits; ``builtin_task``: the English-to-German
   number-words task of ``transformer demo``.
-- ``batching``: encoding with a length limit and collation, for both tasks; ``batch``: the
-  ``Batch`` and ``ClassificationBatch`` they produce; ``padding``: ``pad_rows``, the one padding
-  helper; ``sampler``: token-budget length buckets and DDP shards; ``epochs``: the Trainer's
-  per-epoch batches (``Epochs``, ``LazyBatches``, ``ArrayBatches``).
-- ``prepare``: ``transformer prepare``, parallel text to a prepared data directory in constant
-  memory; ``prepared``: that directory's format, read through memory maps (``PreparedData``,
-  ``PreparedPairs``), and its epochs with corpora mixed by weight (``MixedEpochs``).
+- from text to batches: ``encoding`` (token ids fitted to ``max_len``, for both tasks),
+  ``collation`` (ids to padded batches, a DataLoader's ``collate_fn``) and ``batch_types`` (the
+  ``Batch`` and ``ClassificationBatch`` it produces); ``padding``: ``pad_rows``, the one padding
+  helper; ``token_batch_sampler``: which examples go together, token-budget length buckets and
+  DDP shards; ``epoch_batches``: the Trainer's per-epoch batches (``Epochs``, ``LazyBatches``,
+  ``ArrayBatches``).
+- ``prepared/``: the prepared data directory, its format (``layout``, ``shards``), writing it
+  (``transformer prepare``: ``request``, ``fingerprint``, ``tokenizers``, ``chunk_encoding``,
+  ``prepare``) in constant memory, and reading it through memory maps (``directory``, ``pairs``)
+  with corpora mixed by weight (``mixing``); ``seen_hashes``: the dedup filter's memory of pairs.
 """

@@ -7,8 +7,8 @@ the model (``labels.json``) and reused for every later file, where an unknown la
 
 TSV is split on tabs with no quoting at all (GoEmotions and NSMC hold literal double quotes inside
 their texts); CSV uses standard quoting; JSONL holds one object a line. The named corpora
-(GoEmotions, NSMC) are in :mod:`transformer.data.corpora`; encoding and batches in
-:mod:`transformer.data.batching`.
+(GoEmotions, NSMC) are in :mod:`transformer.data.corpora`; encoding in
+:mod:`transformer.data.encoding` and batches in :mod:`transformer.data.collation`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
   :mod:`~transformer.memory.activations`);
 * :mod:`~transformer.memory.measure`: :func:`measure_training_peak`, the peak of real steps
   (``torch.cuda`` on a GPU, :class:`LiveTensorBytes` on the CPU);
-* :mod:`~transformer.memory.seed`: :func:`seed_formula_estimate`, the seed tutorial's GPT-2
+* :mod:`~transformer.memory.gpt2_formula`: :func:`seed_formula_estimate`, the seed tutorial's GPT-2
   formula, kept term for term;
 * :mod:`~transformer.memory.report`: :func:`format_report` and :func:`format_bytes`;
 * :mod:`~transformer.memory.setting`: the argument check both share and :func:`batch_for_tokens`;
@@ -14,11 +14,11 @@
 """
 
 from transformer.memory.estimate import MemoryEstimate, MemoryLine, estimate_training_memory
+from transformer.memory.gpt2_formula import seed_formula_estimate
 from transformer.memory.job import MemoryResult, memory_job
 from transformer.memory.measure import LiveTensorBytes, MeasuredPeak, measure_training_peak
 from transformer.memory.parameters import parameter_count
 from transformer.memory.report import format_bytes, format_report
-from transformer.memory.seed import seed_formula_estimate
 from transformer.memory.setting import batch_for_tokens
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The estimate of one training step's peak memory, line by line.
 
-It generalises the seed tutorial's formula (:mod:`transformer.memory.seed`) to this package's
-encoder-decoder and encoder-only models, but counts what PyTorch actually keeps:
+It generalises the seed tutorial's GPT-2 formula (:mod:`transformer.memory.gpt2_formula`) to this
+package's encoder-decoder and encoder-only models, but counts what PyTorch actually keeps:
 
 * parameters, buffers, the batch and Adam's moments live through the whole step;
 * gradients exist only from the backward pass to the optimizer step (the trainer zeroes them with
@@ -25,7 +25,7 @@ Shapes: B batch, S source length, T target length, D d_model, F d_ff, V vocabula
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from transformer.config import ModelConfig
 from transformer.memory.activations import (
@@ -82,7 +82,6 @@ class MemoryEstimate:
                 "detail": self.peak_extra.detail},
             "setting": dict(self.setting),
         }
-
 
 
 @dataclass(frozen=True)
@@ -166,6 +165,20 @@ def _classifier_stacks(config: ModelConfig, b: int, s: int, by: ElementBytes, nu
     )
 
 
+class _Moment(NamedTuple):
+    """A moment of the step that may hold the peak: the lines alive then, and the transient
+    tensors no line holds (``extra`` bytes, ``what`` they are)."""
+
+    name: str
+    alive: list[str]
+    extra: int
+    what: str
+
+
+# the lines alive through the whole step, whatever the moment
+_ALWAYS = ["parameters", "buffers", "batch", "optimizer state"]
+
+
 def estimate_training_memory(
     config: ModelConfig,
     *,
@@ -194,32 +207,39 @@ def estimate_training_memory(
                          precision=precision, device=device, encoder_only=encoder_only,
                          pooling=pooling)
     by = ElementBytes.of(precision, device)
-    a, d, b = by.act, config.d_model, batch_size
     params = parameter_count(config, encoder_only=encoder_only, num_labels=num_labels,
                              pooling=pooling)
-    tables = 0 if config.positional == "learned" else (1 if encoder_only else 2)
     if encoder_only:
-        stacks = _classifier_stacks(config, b, src_len, by, num_labels, pooling)
+        stacks = _classifier_stacks(config, batch_size, src_len, by, num_labels, pooling)
     else:
-        stacks = _translation_stacks(config, b, src_len, tgt_len, by)
+        stacks = _translation_stacks(config, batch_size, src_len, tgt_len, by)
+    lines = _breakdown(config, stacks, by, params=params, encoder_only=encoder_only,
+                       num_labels=num_labels)
+    sizes = {x.name: x.bytes for x in lines}
 
-    # The last layer's FFN backward: the head's weight gradient, then the second matmul's, and two
-    # (tokens, F) gradients in flight plus the residual gradient, while the layer's LayerNorm
-    # input and dropout mask are already freed.
-    grad16 = a if a != FP32 else 0  # autocast: a 16-bit weight gradient before its float32 copy
-    n = stacks.last_tokens
-    last_layer = ((stacks.head_params + d * config.d_ff + d) * (FP32 + grad16)
-                  + 2 * n * config.d_ff * a + n * d * (a - FP32 - residual_mask(config, by)))
-    casts = 0 if a == FP32 else a * matmul_weights(config, encoder_only=encoder_only,
-                                                     num_labels=num_labels)
-    # Adam's update: a foreach sqrt over all moments on CUDA; on the CPU one parameter at a time,
-    # two temporaries of its size while the previous parameter's denominator is still alive
-    largest = largest_parameter(config, encoder_only=encoder_only, num_labels=num_labels)
-    adjacent = 0
-    if not encoder_only and not config.share_embeddings:
-        adjacent = (config.src_vocab_size + 2 * config.tgt_vocab_size) * d
-    step_temp = params * FP32 if by.cuda else max(2 * largest, adjacent) * FP32
+    def total(moment: _Moment) -> int:
+        return sum(sizes[name] for name in _ALWAYS + moment.alive) + moment.extra
 
+    peak = max(_moments(config, stacks, by, casts="autocast weight copies" in sizes), key=total)
+    setting = dict(model="encoder-only" if encoder_only else "encoder-decoder",
+                   precision=precision, device=device, batch_size=batch_size, src_len=src_len,
+                   tgt_len=None if encoder_only else tgt_len, config=config.to_dict())
+    if encoder_only:
+        setting.update(num_labels=num_labels, pooling=pooling)
+    extra_line = MemoryLine("transient", peak.extra, peak.what) if peak.extra else None
+    return MemoryEstimate(tuple(lines), total(peak), peak.name, tuple(_ALWAYS + peak.alive),
+                          params, setting, extra_line)
+
+
+def _breakdown(config: ModelConfig, stacks: _Stacks, by: ElementBytes, *, params: int,
+               encoder_only: bool, num_labels: int) -> list[MemoryLine]:
+    """The estimate's lines: what lives through the step (weights, buffers, batch, Adam's
+    moments), the gradients, the activations and the loss, and under autocast the 16-bit weight
+    copies, then the optimizer step's temporaries."""
+    d = config.d_model
+    tables = 0 if config.positional == "learned" else (1 if encoder_only else 2)
+    casts = 0 if by.act == FP32 else by.act * matmul_weights(config, encoder_only=encoder_only,
+                                                             num_labels=num_labels)
     lines = [
         MemoryLine("parameters", params * FP32, f"{params:,} float32 values"),
         MemoryLine("buffers", tables * config.max_len * d * FP32,
@@ -233,32 +253,47 @@ def estimate_training_memory(
     if casts:
         lines.append(MemoryLine("autocast weight copies", casts,
                                 "16-bit copies of Linear weights and biases"))
+    step_temp = _optimizer_temporaries(config, by, params=params, encoder_only=encoder_only,
+                                       num_labels=num_labels)
     lines.append(MemoryLine("optimizer temporaries", step_temp,
                             "foreach sqrt of exp_avg_sq" if by.cuda
                             else "per-parameter sqrt and division"))
+    return lines
 
-    always = ["parameters", "buffers", "batch", "optimizer state"]
+
+def _optimizer_temporaries(config: ModelConfig, by: ElementBytes, *, params: int,
+                           encoder_only: bool, num_labels: int) -> int:
+    """Bytes of Adam's update temporaries: a foreach sqrt over all moments on CUDA; on the CPU one
+    parameter at a time, two temporaries of its size while the previous parameter's denominator
+    is still alive."""
+    largest = largest_parameter(config, encoder_only=encoder_only, num_labels=num_labels)
+    adjacent = 0
+    if not encoder_only and not config.share_embeddings:
+        adjacent = (config.src_vocab_size + 2 * config.tgt_vocab_size) * config.d_model
+    return params * FP32 if by.cuda else max(2 * largest, adjacent) * FP32
+
+
+def _last_layer_backward(config: ModelConfig, stacks: _Stacks, by: ElementBytes) -> int:
+    """Transient bytes of the last layer's FFN backward: the head's weight gradient, then the
+    second matmul's, and two (tokens, F) gradients in flight plus the residual gradient, while
+    the layer's LayerNorm input and dropout mask are already freed."""
+    a, d = by.act, config.d_model
+    grad16 = a if a != FP32 else 0  # autocast: a 16-bit weight gradient before its float32 copy
+    n = stacks.last_tokens
+    return ((stacks.head_params + d * config.d_ff + d) * (FP32 + grad16)
+            + 2 * n * config.d_ff * a + n * d * (a - FP32 - residual_mask(config, by)))
+
+
+def _moments(config: ModelConfig, stacks: _Stacks, by: ElementBytes, *,
+             casts: bool) -> list[_Moment]:
+    """The moments that may hold the peak, in the step's order (``casts``: autocast's weight
+    copies are alive with the activations)."""
     acts = [x.name for x in stacks.lines] + (["autocast weight copies"] if casts else [])
-    # (moment, lines alive, transient bytes no line holds, what they are)
-    moment, extra, extra_text = stacks.last_moment
-    phases: list[tuple[str, list[str], int, str]] = [
-        ("start of the backward pass", acts + ["loss"], 0, ""),
-        (moment, acts, extra, extra_text),
-        ("last layer's backward", acts, last_layer,
-         "gradients in flight: head and last FFN weights, two (tokens, d_ff) tensors"),
-        ("optimizer step", ["gradients", "optimizer temporaries"], 0, ""),
+    moment, extra, what = stacks.last_moment
+    return [
+        _Moment("start of the backward pass", acts + ["loss"], 0, ""),
+        _Moment(moment, acts, extra, what),
+        _Moment("last layer's backward", acts, _last_layer_backward(config, stacks, by),
+                "gradients in flight: head and last FFN weights, two (tokens, d_ff) tensors"),
+        _Moment("optimizer step", ["gradients", "optimizer temporaries"], 0, ""),
     ]
-    sizes = {x.name: x.bytes for x in lines}
-
-    def total(phase: tuple[str, list[str], int, str]) -> int:
-        return sum(sizes[name] for name in always + phase[1]) + phase[2]
-
-    peak = max(phases, key=total)
-    setting = dict(model="encoder-only" if encoder_only else "encoder-decoder",
-                   precision=precision, device=device, batch_size=b, src_len=src_len,
-                   tgt_len=None if encoder_only else tgt_len, config=config.to_dict())
-    if encoder_only:
-        setting.update(num_labels=num_labels, pooling=pooling)
-    extra_line = MemoryLine("transient", peak[2], peak[3]) if peak[2] else None
-    return MemoryEstimate(tuple(lines), total(peak), peak[0], tuple(always + peak[1]), params,
-                          setting, extra_line)

@@ -10,9 +10,9 @@ from typing import Any
 
 from transformer.config import ModelConfig
 from transformer.memory.estimate import MemoryEstimate, estimate_training_memory
+from transformer.memory.gpt2_formula import seed_formula_estimate
 from transformer.memory.measure import MeasuredPeak, measure_training_peak
 from transformer.memory.report import format_report
-from transformer.memory.seed import seed_formula_estimate
 from transformer.memory.setting import FP32, batch_for_tokens
 
 log = logging.getLogger(__name__)

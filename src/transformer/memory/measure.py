@@ -132,11 +132,6 @@ def measure_training_peak(
     Adam's moments, so the second is the steady state. On CUDA the peak is
     ``torch.cuda.max_memory_allocated``; on the CPU it is :class:`LiveTensorBytes`'s.
     """
-    import torch.nn.functional as F
-
-    from transformer.model import Transformer, TransformerClassifier
-    from transformer.training.loss import label_smoothed_cross_entropy
-
     dev = torch.device(device)
     tgt_len = check_step(config, batch_size=batch_size, src_len=src_len, tgt_len=tgt_len,
                          precision=precision, device=dev.type, encoder_only=encoder_only,
@@ -147,57 +142,15 @@ def measure_training_peak(
         raise ValueError("precision 'fp16' needs a CUDA device; use 'bf16' on the CPU")
 
     generator = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-        torch.manual_seed(seed)
-        if encoder_only:
-            model: torch.nn.Module = TransformerClassifier(config, num_labels=num_labels,
-                                                           pooling=pooling)
-        else:
-            model = Transformer(config)
-    model.to(dev).train()
+    model = _seeded_model(config, encoder_only=encoder_only, num_labels=num_labels,
+                          pooling=pooling, seed=seed, device=dev)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-    low = 4  # ids above the special ones, so no position is padding
-    src = torch.randint(low, config.src_vocab_size, (batch_size, src_len), generator=generator)
-    if encoder_only:
-        labels = torch.randint(0, num_labels, (batch_size,), generator=generator)
-        batch = [src.to(dev), labels.to(dev)]
-    else:
-        tgt = torch.randint(low, config.tgt_vocab_size, (batch_size, tgt_len + 1),
-                            generator=generator)
-        batch = [src.to(dev), tgt[:, :-1].contiguous().to(dev), tgt[:, 1:].contiguous().to(dev)]
-
-    def autocast() -> contextlib.AbstractContextManager:
-        if precision == "fp32":
-            return contextlib.nullcontext()
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-        return torch.autocast(device_type=dev.type, dtype=dtype)
-
-    def step(phases: _Phases | None) -> None:
-        mark = phases.mark if phases is not None else (lambda _name: None)
-        mark("forward")
-        with autocast():
-            if encoder_only:
-                loss = F.cross_entropy(model(batch[0]), batch[1], reduction="sum")
-            else:
-                loss = label_smoothed_cross_entropy(
-                    model(batch[0], batch[1]), batch[2], smoothing=label_smoothing,
-                    ignore_index=config.pad_id)
-        mark("backward")
-        (scaler.scale(loss) if scaler is not None else loss).backward()
-        del loss
-        mark("optimizer")
-        if scaler is not None:
-            scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        mark(None)
-
+    batch = _random_batch(config, generator, batch_size=batch_size, src_len=src_len,
+                          tgt_len=tgt_len, encoder_only=encoder_only, num_labels=num_labels,
+                          device=dev)
+    step = _TrainStep(model, optimizer, torch.amp.GradScaler("cuda") if precision == "fp16" else None,
+                      batch, config=config, encoder_only=encoder_only,
+                      label_smoothing=label_smoothing, precision=precision, device_type=dev.type)
     step(None)  # creates Adam's moments
     if dev.type == "cuda":
         phases = _Phases(dev, None)
@@ -215,3 +168,91 @@ def measure_training_peak(
         step(phases)
     peaks = {k: v for k, v in tracker.phase_peaks.items() if k != "setup"}
     return MeasuredPeak(tracker.peak, peaks, "cpu", "live tensor storage (TorchDispatchMode)")
+
+
+def _seeded_model(config: ModelConfig, *, encoder_only: bool, num_labels: int, pooling: str,
+                  seed: int, device: torch.device) -> torch.nn.Module:
+    """A ``Transformer`` (or ``TransformerClassifier``) initialised from ``seed`` without touching
+    the caller's random state, on ``device`` in training mode."""
+    from transformer.model import Transformer, TransformerClassifier
+
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        if encoder_only:
+            model: torch.nn.Module = TransformerClassifier(config, num_labels=num_labels,
+                                                           pooling=pooling)
+        else:
+            model = Transformer(config)
+    return model.to(device).train()
+
+
+def _random_batch(config: ModelConfig, generator: torch.Generator, *, batch_size: int,
+                  src_len: int, tgt_len: int, encoder_only: bool, num_labels: int,
+                  device: torch.device) -> list[torch.Tensor]:
+    """A batch of random ids with no padding, on ``device``: ``[src (B, S), labels (B,)]`` for a
+    classifier, ``[src (B, S), tgt_in (B, T), tgt_out (B, T)]`` for translation."""
+    low = 4  # ids above the special ones, so no position is padding
+    src = torch.randint(low, config.src_vocab_size, (batch_size, src_len), generator=generator)
+    if encoder_only:
+        labels = torch.randint(0, num_labels, (batch_size,), generator=generator)
+        return [src.to(device), labels.to(device)]
+    tgt = torch.randint(low, config.tgt_vocab_size, (batch_size, tgt_len + 1),
+                        generator=generator)
+    return [src.to(device), tgt[:, :-1].contiguous().to(device), tgt[:, 1:].contiguous().to(device)]
+
+
+class _TrainStep:
+    """One training step as the trainer takes it, on a fixed batch; called with :class:`_Phases`
+    it marks the forward pass, the backward pass and the optimizer step as they begin."""
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 scaler: torch.amp.GradScaler | None, batch: list[torch.Tensor], *,
+                 config: ModelConfig, encoder_only: bool, label_smoothing: float,
+                 precision: str, device_type: str) -> None:
+        self.model, self.optimizer, self.scaler, self.batch = model, optimizer, scaler, batch
+        self.config, self.encoder_only = config, encoder_only
+        self.label_smoothing = label_smoothing
+        self.precision, self.device_type = precision, device_type
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device_type, dtype=dtype)
+
+    def _loss(self) -> torch.Tensor:
+        import torch.nn.functional as F
+
+        from transformer.training.loss import label_smoothed_cross_entropy
+
+        model, batch = self.model, self.batch
+        if self.encoder_only:
+            return F.cross_entropy(model(batch[0]), batch[1], reduction="sum")
+        return label_smoothed_cross_entropy(
+            model(batch[0], batch[1]), batch[2], smoothing=self.label_smoothing,
+            ignore_index=self.config.pad_id)
+
+    def __call__(self, phases: _Phases | None) -> None:
+        mark = phases.mark if phases is not None else _no_mark
+        scaler, optimizer = self.scaler, self.optimizer
+        mark("forward")
+        with self._autocast():
+            loss = self._loss()
+        mark("backward")
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        del loss
+        mark("optimizer")
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        mark(None)
+
+
+def _no_mark(name: str | None) -> None:
+    """The first step's stand-in for :meth:`_Phases.mark`: nothing to mark."""

@@ -47,7 +47,7 @@ def check_step(
 def batch_for_tokens(max_tokens: int, *, src_len: int, tgt_len: int | None,
                      encoder_only: bool = False) -> int:
     """Rows of a batch that spends ``max_tokens`` padded positions as
-    :class:`~transformer.data.batching.TokenBatchSampler` counts them: ``rows * width`` with
+    :class:`~transformer.data.token_batch_sampler.TokenBatchSampler` counts them: ``rows * width`` with
     ``width = max(src_len + 1, tgt_len)`` (``tgt_len`` includes BOS), or ``src_len`` alone for an
     encoder-only model."""
     width = src_len if encoder_only else max(src_len + 1, src_len if tgt_len is None else tgt_len)

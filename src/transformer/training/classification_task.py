@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.data.batch import ClassificationBatch
+from transformer.data.batch_types import ClassificationBatch
 from transformer.evaluation.label_metrics import (
     classification_report,
     decide,

@@ -26,10 +26,11 @@ import torch
 
 from transformer.atomic import atomic_write_text
 from transformer.config.runs import ClassifierTrainConfig
-from transformer.data.batching import collate_classification, encode_classification
 from transformer.data.classification import ClassificationData
 from transformer.data.classification_splits import SplitRecipe
-from transformer.data.epochs import Epochs
+from transformer.data.collation import collate_classification
+from transformer.data.encoding import encode_classification
+from transformer.data.epoch_batches import Epochs
 from transformer.data.labels import LabelVocabulary
 from transformer.errors import InputError
 from transformer.model import TransformerClassifier

@@ -22,11 +22,12 @@ from typing import Any
 import torch
 
 from transformer.config.runs import RESUME_FIELDS, TranslationTrainConfig
-from transformer.data.batch import Batch
-from transformer.data.batching import collate_pairs, encode_pairs
-from transformer.data.epochs import Epochs
+from transformer.data.batch_types import Batch
+from transformer.data.collation import collate_pairs
+from transformer.data.encoding import encode_pairs
+from transformer.data.epoch_batches import Epochs
 from transformer.data.parallel import ParallelCorpus
-from transformer.data.sampler import TokenBatchSampler
+from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from transformer.data.tokenizer_pair import train_tokenizers
 from transformer.errors import InputError
@@ -41,8 +42,8 @@ from transformer.model_dir import (
 from transformer.precision import resolve_precision
 from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint, seed_everything
+from transformer.training.data_dir_inputs import check_tokenizers, open_prepared, prepared_inputs
 from transformer.training.optimizer import build_optimizer
-from transformer.training.prepared_inputs import check_tokenizers, open_prepared, prepared_inputs
 from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import Trainer, TrainResult

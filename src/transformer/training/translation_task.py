@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from transformer.config.choices import TRANSLATION_METRICS
 from transformer.config.decoding import MAX_LEN_A, MAX_LEN_B, DecodeOptions
-from transformer.data.batch import Batch
+from transformer.data.batch_types import Batch
 from transformer.inference.translator import Translator
 from transformer.training.loss import label_smoothed_cross_entropy
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,6 @@ from transformer.visualization.figures import new_figure, style
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-
 
 
 def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -77,6 +77,9 @@ def validation_metric(records: list[dict[str, Any]]) -> str | None:
     return None
 
 
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+
+
 def plot_training_curves(runs: list[dict[str, Any]] | dict[str, list[dict[str, Any]]], *,
                          x: str = "step", title: str = "") -> Figure:
     """Three panels: training and validation loss, the learning rate, and the validation metric
@@ -88,76 +91,120 @@ def plot_training_curves(runs: list[dict[str, Any]] | dict[str, list[dict[str, A
         raise ValueError(f"x must be one of {', '.join(X_AXES)}, got {x!r}")
     named = runs if isinstance(runs, dict) else {"": runs}
     several = len(named) > 1
-    colors = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
     metric = next((m for m in (validation_metric(r) for r in named.values()) if m), None)
     with style():
         fig = new_figure(12.0, 3.6)
         loss_ax, lr_ax, metric_ax = fig.subplots(1, 3)
-
-        def empty(ax: Axes, what: str) -> None:
-            ax.text(0.5, 0.5, f"no {what} in the metrics", ha="center", va="center",
-                    transform=ax.transAxes, color="gray")
-
-        def label(name: str, what: str) -> str:
-            return f"{name} {what}".strip() if several else what
-
-        drawn = {"loss": False, "lr": False, "metric": []}
+        any_loss = any_lr = False
+        best: list[tuple[str, float, float]] = []  # per run drawn: name, best value, where
         for i, (name, records) in enumerate(named.items()):
-            train_color = colors[(2 * i) % len(colors)] if several else "tab:blue"
-            valid_color = colors[(2 * i + 1) % len(colors)] if several else "tab:orange"
-            steps, loss = _series(records, "train", "loss", x)
-            v_steps, v_loss = _series(records, "valid", "loss", x)
-            if steps:
-                loss_ax.plot(steps, loss, label=label(name, "train"), color=train_color,
-                             linewidth=1.2)
-            if v_steps:
-                loss_ax.plot(v_steps, v_loss, label=label(name, "validation"), color=valid_color,
-                             marker="o", markersize=3, linewidth=1.2)
-            drawn["loss"] = drawn["loss"] or bool(steps or v_steps)
-
-            steps, lr = _series(records, "train", "lr", x)
-            if not steps:
-                steps, lr = _series(records, "valid", "lr", x)
-            if steps:
-                lr_ax.plot(steps, lr, color="tab:green" if not several else train_color,
-                           label=label(name, ""), linewidth=1.2)
-                lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
-                drawn["lr"] = True
-
+            run = _RunStyle.of(name, i, several=several)
+            any_loss = _plot_loss(loss_ax, records, run, x=x) or any_loss
+            any_lr = _plot_lr(lr_ax, records, run, x=x) or any_lr
             if metric is not None:
-                m_steps, values = _series(records, "valid", metric, x)
-                if m_steps:
-                    metric_ax.plot(m_steps, values, color="tab:red" if not several else valid_color,
-                                   label=label(name, ""), marker="o", markersize=3, linewidth=1.2)
-                    best = max(range(len(values)), key=values.__getitem__)  # higher is better
-                    drawn["metric"].append((name, values[best], m_steps[best]))
-        if drawn["loss"]:
+                found = _plot_metric(metric_ax, records, run, x=x, metric=metric)
+                if found is not None:
+                    best.append((name, *found))
+        if any_loss:
             loss_ax.legend()
         else:
-            empty(loss_ax, "loss")
+            _empty(loss_ax, "loss")
         loss_ax.set_title("loss")
-        if not drawn["lr"]:
-            empty(lr_ax, "learning rate")
+        if not any_lr:
+            _empty(lr_ax, "learning rate")
         lr_ax.set_title("learning rate")
-        if drawn["metric"]:
-            shown = "BLEU" if metric == "bleu" else metric
-            if several:
-                metric_ax.legend()
-                best = ", ".join(f"{n} {v:.4g}" for n, v, _ in drawn["metric"])
-                metric_ax.set_title(f"validation {shown} (best: {best})")
-            else:
-                _, value, at = drawn["metric"][0]
-                where = f"step {at:g}" if x == "step" else f"{at:.1f} min"
-                metric_ax.set_title(f"validation {shown} (best {value:.4g} at {where})")
-        else:
-            empty(metric_ax, "validation metric")
-            metric_ax.set_title("validation metric")
+        _title_metric(metric_ax, metric, best, several=several, x=x)
         for ax in (loss_ax, lr_ax, metric_ax):
             ax.set_xlabel(X_AXES[x][2])
             ax.grid(alpha=0.3)
         if title:
             fig.suptitle(title)
     return fig
+
+
+@dataclass(frozen=True)
+class _RunStyle:
+    """How one run is drawn: its name in the legends (none when it is alone) and its colours."""
+
+    name: str
+    several: bool
+    train_color: str
+    valid_color: str
+
+    @classmethod
+    def of(cls, name: str, index: int, *, several: bool) -> _RunStyle:
+        """The style of run number ``index``: a pair of colours of its own among ``several``."""
+        if not several:
+            return cls(name, several, "tab:blue", "tab:orange")
+        return cls(name, several, COLORS[(2 * index) % len(COLORS)],
+                   COLORS[(2 * index + 1) % len(COLORS)])
+
+    def label(self, what: str) -> str:
+        return f"{self.name} {what}".strip() if self.several else what
+
+
+def _plot_loss(ax: Axes, records: list[dict[str, Any]], run: _RunStyle, *, x: str) -> bool:
+    """One run's training and validation loss; whether there was any to draw."""
+    steps, loss = _series(records, "train", "loss", x)
+    v_steps, v_loss = _series(records, "valid", "loss", x)
+    if steps:
+        ax.plot(steps, loss, label=run.label("train"), color=run.train_color, linewidth=1.2)
+    if v_steps:
+        ax.plot(v_steps, v_loss, label=run.label("validation"), color=run.valid_color,
+                marker="o", markersize=3, linewidth=1.2)
+    return bool(steps or v_steps)
+
+
+def _plot_lr(ax: Axes, records: list[dict[str, Any]], run: _RunStyle, *, x: str) -> bool:
+    """One run's learning rate (from the training records, else the validation ones); whether
+    there was any to draw."""
+    steps, lr = _series(records, "train", "lr", x)
+    if not steps:
+        steps, lr = _series(records, "valid", "lr", x)
+    if not steps:
+        return False
+    ax.plot(steps, lr, color="tab:green" if not run.several else run.train_color,
+            label=run.label(""), linewidth=1.2)
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+    return True
+
+
+def _plot_metric(ax: Axes, records: list[dict[str, Any]], run: _RunStyle, *, x: str,
+                 metric: str) -> tuple[float, float] | None:
+    """One run's validation ``metric``; its best value (higher is better) and where, or None
+    when the run has none."""
+    steps, values = _series(records, "valid", metric, x)
+    if not steps:
+        return None
+    ax.plot(steps, values, color="tab:red" if not run.several else run.valid_color,
+            label=run.label(""), marker="o", markersize=3, linewidth=1.2)
+    best = max(range(len(values)), key=values.__getitem__)
+    return values[best], steps[best]
+
+
+def _title_metric(ax: Axes, metric: str | None, best: list[tuple[str, float, float]], *,
+                  several: bool, x: str) -> None:
+    """The metric panel's title with the best value of each run drawn (``best``), or a note
+    that there is no validation metric."""
+    if not best:
+        _empty(ax, "validation metric")
+        ax.set_title("validation metric")
+        return
+    shown = "BLEU" if metric == "bleu" else metric
+    if several:
+        ax.legend()
+        values = ", ".join(f"{n} {v:.4g}" for n, v, _ in best)
+        ax.set_title(f"validation {shown} (best: {values})")
+    else:
+        _, value, at = best[0]
+        where = f"step {at:g}" if x == "step" else f"{at:.1f} min"
+        ax.set_title(f"validation {shown} (best {value:.4g} at {where})")
+
+
+def _empty(ax: Axes, what: str) -> None:
+    """Say on the panel that the metrics hold no ``what``."""
+    ax.text(0.5, 0.5, f"no {what} in the metrics", ha="center", va="center",
+            transform=ax.transAxes, color="gray")
 
 
 def plot_runs(run_dirs: list[str], *, x: str = "step") -> Figure:

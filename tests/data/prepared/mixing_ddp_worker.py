@@ -1,6 +1,6 @@
-"""One rank of the prepared-data DDP test (run by test_prepared_ddp.py, not collected by pytest).
+"""One rank of the prepared-data DDP test (run by test_mixing_ddp.py, not collected by pytest).
 
-``prepared_ddp_worker.py DATA_DIR OUT``: joins the gloo group that the environment describes,
+``mixing_ddp_worker.py DATA_DIR OUT``: joins the gloo group that the environment describes,
 plans epochs 0 to 2 of DATA_DIR's training pairs for its rank, and rank 0 writes every rank's pair
 indices and batch counts, with the pairs each epoch drew, to OUT as JSON.
 """
@@ -11,8 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from transformer.data.batching import collate_pairs
-from transformer.data.prepared import MixedEpochs, PreparedData
+from transformer.data.collation import collate_pairs
+from transformer.data.prepared.directory import PreparedData
+from transformer.data.prepared.mixing import MixedEpochs
 from transformer.training import distributed as D
 
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from transformer.data.prepare import PrepareRequest, prepare
-from transformer.data.prepared import PreparedData
+from transformer.data.prepared.directory import PreparedData
+from transformer.data.prepared.prepare import prepare
+from transformer.data.prepared.request import PrepareRequest
 
-WORKER = Path(__file__).parent / "prepared_ddp_worker.py"
+WORKER = Path(__file__).parent / "mixing_ddp_worker.py"
 
 
 def free_port() -> int:

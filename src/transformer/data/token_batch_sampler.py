@@ -196,7 +196,7 @@ def padding_stats(
     lengths: Sequence[tuple[int, int]], batches: Sequence[Sequence[int]]
 ) -> PaddingStats:
     """Padding of ``batches`` (lists of indices into ``lengths``, raw ``(src_len, tgt_len)``)
-    as :func:`~transformer.data.batching.collate_pairs` would pad them, computed without building tensors."""
+    as :func:`~transformer.data.collation.collate_pairs` would pad them, computed without building tensors."""
     array = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
     src_tokens = src_slots = tgt_tokens = tgt_slots = 0
     for indices in batches:

@@ -9,8 +9,9 @@ import random
 import pytest
 import torch
 
-from transformer.data.batching import EncodedPairs, collate_classification, collate_pairs
-from transformer.data.epochs import Epochs, LazyBatches
+from transformer.data.collation import collate_classification, collate_pairs
+from transformer.data.encoding import EncodedPairs
+from transformer.data.epoch_batches import Epochs, LazyBatches
 
 PAD = 0
 

@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from transformer.data.sampler import TokenBatchSampler
+from transformer.data.token_batch_sampler import TokenBatchSampler
 
 Item = TypeVar("Item")
 BatchT = TypeVar("BatchT")

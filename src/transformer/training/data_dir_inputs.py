@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from transformer.config.runs import TranslationTrainConfig
-from transformer.data.batch import Batch
-from transformer.data.batching import collate_pairs
-from transformer.data.prepared import MANIFEST, MixedEpochs, PreparedData
-from transformer.data.sampler import TokenBatchSampler
+from transformer.data.batch_types import Batch
+from transformer.data.collation import collate_pairs
+from transformer.data.prepared.directory import PreparedData
+from transformer.data.prepared.layout import MANIFEST
+from transformer.data.prepared.mixing import MixedEpochs
+from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.errors import InputError
 from transformer.model_dir import read_config
 

@@ -1,27 +1,13 @@
-"""From examples to padded batches, for both tasks: encoding with a length limit and collation.
+"""Token ids from text, fitted to a model's length limit, for both tasks.
 
-Shapes: B examples in a batch, S longest source (or text), T longest target + 1 (BOS or EOS),
-C labels.
+:func:`encode_pairs` tokenizes a parallel corpus and :func:`encode_classification` labelled texts;
+both share one core (cut or drop what is too long, count it, log it), so a long sentence never
+reaches the embedding as an index error. :mod:`~transformer.data.collation` pads what they make
+into batches.
 
-The translation pipeline::
-
-    encoded = encode_pairs(corpus, src_tok, tgt_tok, max_len=cfg.max_len)
-    sampler = TokenBatchSampler(encoded.lengths, max_tokens=4096, seed=0, rank=rank, world_size=world)
-    loader = DataLoader(encoded, batch_sampler=sampler, collate_fn=collate_pairs)
-
-and the classification one: :func:`encode_classification`, then :func:`collate_classification`
-(with ``num_labels`` and ``multi_label`` bound by ``functools.partial``). Both encoders share one
-core (cut or drop what is too long, count it, log it) and every id row is padded by
-:func:`~transformer.data.padding.pad_rows`.
-
-Sequence layout: ``src`` is the source ids as they are (no BOS/EOS; use :func:`collate_sources`
-for decoding so training and translation agree); ``tgt_in`` is BOS + target and ``tgt_out`` is
-target + EOS. A pair fits a model with ``cfg.max_len`` positions when ``len(src) <= max_len`` and
-``len(tgt) + 1 <= max_len``; :func:`encode_pairs` makes every pair fit.
-
-Batch cost. A batch of n pairs costs ``n * width`` where ``width = max(longest src, longest tgt)
-+ 1``: the padded size of its larger tensor, padding included (see
-:class:`~transformer.data.sampler.TokenBatchSampler`).
+A pair fits a model with ``cfg.max_len`` positions when ``len(src) <= max_len`` and
+``len(tgt) + 1 <= max_len`` (the +1 is BOS in ``tgt_in`` and EOS in ``tgt_out``); a text fits
+when it has at most ``max_len`` tokens.
 """
 
 from __future__ import annotations
@@ -31,14 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-import numpy as np
-import torch
-from torch import Tensor
-
 from transformer.config.choices import ON_LONG
-from transformer.data.batch import Batch, ClassificationBatch
-from transformer.data.padding import pad_rows
-from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from transformer.data.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from transformer.data.classification import ClassificationData
@@ -108,7 +88,7 @@ class EncodedTexts(Encoded[Labelled]):
 
     @property
     def lengths(self) -> list[int]:
-        """Tokens per text: the widths :class:`~transformer.data.sampler.TokenBatchSampler`
+        """Tokens per text: the widths :class:`~transformer.data.token_batch_sampler.TokenBatchSampler`
         budgets by."""
         return [len(ids) for ids, _ in self.items]
 
@@ -204,82 +184,3 @@ def encode_classification(
         on_long=on_long, total=len(data), name=data.name, noun="texts", limit=f"{max_len} tokens",
     )
     return EncodedTexts(items, max_len=max_len, num_truncated=truncated, num_filtered=filtered)
-
-
-def collate_pairs(
-    pairs: Sequence[Pair],
-    *,
-    pad_id: int = PAD_ID,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
-) -> Batch:
-    """Pad ``(src_ids, tgt_ids)`` pairs into a :class:`Batch`.
-
-    ``src`` (B, S) is the source ids right-padded; ``tgt_in`` (B, T) is BOS + target and
-    ``tgt_out`` (B, T) target + EOS, with T = longest target + 1. Usable directly as a DataLoader
-    ``collate_fn``.
-    """
-    if not pairs:
-        raise ValueError("cannot collate an empty list of pairs")
-    num = len(pairs)
-    tgt_len = max(len(t) for _, t in pairs) + 1
-    tgt_in = np.full((num, tgt_len), pad_id, dtype=np.int64)  # (B, T)
-    tgt_out = np.full((num, tgt_len), pad_id, dtype=np.int64)  # (B, T)
-    src_tokens = tgt_tokens = 0
-    for row, (s, t) in enumerate(pairs):
-        tgt_in[row, 0] = bos_id
-        tgt_in[row, 1 : len(t) + 1] = t
-        tgt_out[row, : len(t)] = t
-        tgt_out[row, len(t)] = eos_id
-        src_tokens += len(s)
-        tgt_tokens += len(t) + 1
-    return Batch(
-        src=pad_rows([s for s, _ in pairs], pad_id=pad_id),  # (B, S)
-        tgt_in=torch.from_numpy(tgt_in),
-        tgt_out=torch.from_numpy(tgt_out),
-        num_src_tokens=src_tokens,
-        num_tgt_tokens=tgt_tokens,
-    )
-
-
-def collate_sources(sources: Sequence[Sequence[int]], *, pad_id: int = PAD_ID) -> Tensor:
-    """Pad source id lists into a (B, S) long tensor, laid out exactly as :func:`collate_pairs`
-    lays out ``src``: what translation feeds to ``greedy_decode``/``beam_search``."""
-    if not sources:
-        raise ValueError("cannot collate an empty list of sources")
-    return pad_rows(sources, pad_id=pad_id)  # (B, S)
-
-
-def collate_classification(
-    items: Sequence[tuple[Sequence[int], Sequence[int]]],
-    *,
-    num_labels: int,
-    multi_label: bool,
-    pad_id: int = PAD_ID,
-) -> ClassificationBatch:
-    """Pad ``(ids, label_ids)`` items into a :class:`ClassificationBatch`: single-label targets
-    are the (B,) class ids (each item must have exactly one), multi-label targets a (B, C) 0/1
-    float matrix. Bind the keywords with ``functools.partial`` to use it as a ``collate_fn``."""
-    if not items:
-        raise ValueError("cannot collate an empty list of items")
-    tokens = pad_rows([ids for ids, _ in items], pad_id=pad_id)  # (B, S)
-    if multi_label:
-        targets = torch.zeros(len(items), num_labels)  # (B, C)
-        for row, (_, labels) in enumerate(items):
-            targets[row, list(labels)] = 1.0
-    else:
-        if any(len(labels) != 1 for _, labels in items):
-            bad = next(i for i, (_, labels) in enumerate(items) if len(labels) != 1)
-            raise ValueError(
-                f"single-label collation needs exactly one label per text; item {bad} has "
-                f"{len(items[bad][1])} (use multi_label=True)"
-            )
-        targets = torch.tensor([labels[0] for _, labels in items], dtype=torch.long)  # (B,)
-    return ClassificationBatch(tokens, targets)
-
-
-def iter_batches(pairs: Sequence[Pair], sampler: Iterable[Sequence[int]]) -> Iterator[Batch]:
-    """The batches of ``pairs`` that ``sampler`` (a TokenBatchSampler or any iterable of index
-    lists) picks, collated: a DataLoader without workers."""
-    for indices in sampler:
-        yield collate_pairs([pairs[i] for i in indices])
