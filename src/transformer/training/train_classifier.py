@@ -35,9 +35,9 @@ from transformer.errors import InputError
 from transformer.model import TransformerClassifier
 from transformer.model_dir import load_model_dir, save_model_dir
 from transformer.precision import resolve_precision
-from transformer.training.checkpoint import seed_everything
 from transformer.training.classification_task import ClassificationTask
 from transformer.training.optimizer import build_optimizer
+from transformer.training.rng import seed_everything
 from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import Trainer

@@ -40,9 +40,10 @@ from transformer.model_dir import (
 )
 from transformer.precision import resolve_precision
 from transformer.training import distributed as D
-from transformer.training.checkpoint import has_checkpoint, seed_everything
+from transformer.training.checkpoint import has_checkpoint
 from transformer.training.optimizer import build_optimizer
 from transformer.training.prepared_inputs import check_tokenizers, open_prepared, prepared_inputs
+from transformer.training.rng import seed_everything
 from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.trainer import Trainer, TrainResult

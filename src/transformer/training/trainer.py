@@ -33,12 +33,12 @@ from torch import nn
 from transformer.errors import RunStopped
 from transformer.model_dir import unwrap
 from transformer.training import distributed as D
-from transformer.training.checkpoint import seed_everything
+from transformer.training.exact_resume import restore_trainer, write_trainer_checkpoint
 from transformer.training.loop_state import EpochData, TrainConfig, TrainResult, TrainState
 from transformer.training.metrics_file import append_metrics
 from transformer.training.preemption import Preemption, exit_status
+from transformer.training.rng import seed_everything
 from transformer.training.task import Task
-from transformer.training.trainer_checkpoint import restore_trainer, write_trainer_checkpoint
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,13 @@
-"""The :class:`~transformer.training.trainer.Trainer`'s checkpoint: what it saves and how it comes
-back, so that a resumed run makes the updates an uninterrupted one would have made.
+"""Exact resume: what a :class:`~transformer.training.trainer.Trainer` saves in its checkpoint and
+how it comes back, so that a resumed run makes the updates an uninterrupted one would have made.
 
 Saved: weights, optimizer, scheduler, grad scaler, the loop's counters and data position
 (:class:`~transformer.training.loop_state.TrainState`), the RNG states of every rank and what
 their arithmetic depends on (:mod:`~transformer.training.reproducibility`: the thread count, set
 back on resume, and the machine kind). Rank 0 writes; when its write fails (a full disk), every
 rank raises the same one-line :class:`~transformer.errors.WriteError` and the previous checkpoint
-is left as it was.
+is left as it was. The files themselves (``RUN_DIR/checkpoint/``, ``RUN_DIR/snapshots/``) are
+:mod:`~transformer.training.checkpoint`.
 """
 
 from __future__ import annotations
@@ -22,15 +23,13 @@ from transformer.training import distributed as D
 from transformer.training.checkpoint import (
     drop_snapshots_after,
     load_checkpoint,
-    rng_state,
     save_checkpoint,
     save_snapshot,
-    seed_everything,
-    set_rng_state,
 )
 from transformer.training.loop_state import TrainState
 from transformer.training.metrics_file import truncate_metrics
 from transformer.training.reproducibility import arithmetic, restore_arithmetic
+from transformer.training.rng import rng_state, seed_everything, set_rng_state
 
 log = logging.getLogger(__name__)
 
