@@ -40,6 +40,7 @@ from transformer.training.metrics_file import append_metrics
 from transformer.training.model_selection import record_evaluation
 from transformer.training.preemption import Preemption, exit_status
 from transformer.training.rng import seed_everything
+from transformer.training.schedule import set_progress
 from transformer.training.task import Task
 from transformer.training.train_log import (
     progress_bar,
@@ -188,7 +189,7 @@ class Trainer:
                 if stopped_by is not None:
                     break
                 if plan_epoch != st.epoch:
-                    (plan, n), plan_epoch = self._plan(st.epoch), st.epoch
+                    (plan, n), plan_epoch = self.epoch_plan(st.epoch), st.epoch
                 first = st.batch_index
                 group = [plan[i] for i in range(first, min(n, first + cfg.accumulate))]
                 loss, norm, tokens = self._update(group)
@@ -238,7 +239,7 @@ class Trainer:
             tokens_per_s=st.tokens * self.dist.world_size / max(st.elapsed_s, 1e-9),
         )
 
-    def _plan(self, epoch: int) -> tuple[Sequence[Any], int]:
+    def epoch_plan(self, epoch: int) -> tuple[Sequence[Any], int]:
         """Epoch ``epoch``'s batches, and how many of them every rank trains on."""
         plan = self.train_data.for_epoch(epoch)
         # ranks must agree on the number of updates or DDP would wait forever
@@ -284,9 +285,7 @@ class Trainer:
         if self.scheduler is None:
             return
         progress = D.broadcast_float(self.budget_used(self.state.elapsed_s, n), device=self.device)
-        for rate in getattr(self.scheduler, "lr_lambdas", ()):
-            if hasattr(rate, "progress"):
-                rate.progress = progress
+        set_progress(self.scheduler, progress)
         self.scheduler.step()
 
     def _at_boundary(self, preemption: Preemption, since_save: float) -> tuple[int, bool]:
