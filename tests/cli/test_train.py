@@ -128,6 +128,9 @@ def test_resume_with_a_new_max_steps_cools_down_at_its_end(cli, number_files, tm
     rates = {r["step"]: r["lr"] for r in records if r["kind"] == "train"}  # the next update's
     assert [rates[step] for step in (5, 6, 7)] == [planned.rate(step + 1) for step in (5, 6, 7)]
     assert rates[5] > rates[7]  # full rate at update 6, cooled down at update 8
+    # a budget the cool-down cannot fit in is refused, naming the flag
+    assert main(["train", "--resume", str(run), "--max-steps", "1", "--no-progress"]) == 2
+    assert "(--max-steps), got 1" in cli.error_line(capsys)
 
 
 def test_resume_drops_snapshots_newer_than_the_checkpoint(cli, number_files, tmp_path, capsys):

@@ -38,6 +38,7 @@ from transformer.training.rng import rng_state, seed_everything, set_rng_state
 from transformer.training.schedule import (
     LRSchedule,
     keep_settings,
+    rates_of,
     rerate,
     set_progress,
     settings_of,
@@ -127,7 +128,7 @@ def follow_budget(trainer: Any, *, settings: list[LRSchedule],
     settings and set the rate of the next update by them and by the share of the new budget
     used so far. The checkpoint's optimizer holds the rate its own budget gave that update."""
     scheduler = trainer.scheduler
-    if scheduler is None:
+    if not rates_of(scheduler):  # no schedule of this package's: nothing follows a budget
         return
     budget = budget_of(trainer.config)
     changed = keep_settings(scheduler, settings)
@@ -138,8 +139,7 @@ def follow_budget(trainer: Any, *, settings: list[LRSchedule],
     set_progress(scheduler, D.broadcast_float(share, device=trainer.device))  # rank 0's clock
     rerate(scheduler)
     if trainer.dist.is_main:
-        old = saved_budget or {}
+        changes = [f"{key} {saved_budget.get(key)} -> {value}" for key, value in budget.items()
+                   if saved_budget is not None and saved_budget.get(key) != value]
         log.info("resumed with another budget (%s): the schedule follows it from update %d",
-                 ", ".join(f"{key} {old.get(key)} -> {value}" for key, value in budget.items()
-                           if old.get(key) != value) or "its schedule's settings changed",
-                 trainer.state.step + 1)
+                 ", ".join(changes) or "other schedule settings", trainer.state.step + 1)

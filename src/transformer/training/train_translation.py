@@ -266,9 +266,11 @@ def resume_unlocked(run_dir: Path, *, device: str, progress: bool, **stop: Any) 
         raise ValueError(f"only {', '.join(RESUME_FIELDS)} can change on resume, not {', '.join(bad)}")
     try:
         cfg = TranslationTrainConfig.from_dict(stored["training"])
-        cfg = cfg.replace(**{k: v for k, v in stop.items() if v is not None})
     except (TypeError, ValueError) as err:
         raise InputError(f"{run_dir / CONFIG_FILE}: bad training configuration: {err}") from None
+    # a new budget the run's settings cannot take (a cool-down longer than max_steps) is the
+    # caller's fault, not the file's: a ValueError naming the field (the command line's flag)
+    cfg = cfg.replace(**{k: v for k, v in stop.items() if v is not None})
     return train_translation(cfg, run_dir=run_dir, device=device, progress=progress, resume=True)
 
 
