@@ -63,7 +63,7 @@ def _stage(name: str, began: float, what: str) -> None:
     log.info("data: %s: %s (%.1fs)", name, what, time.perf_counter() - began)
 
 
-def bleu_sample(corpus: ParallelCorpus, k: int, seed: int) -> tuple[list[str], list[str]]:
+def bleu_sample(corpus: ParallelCorpus, *, k: int, seed: int) -> tuple[list[str], list[str]]:
     """A fixed random sample of ``k`` validation pairs (sources, references), in corpus order."""
     index = range(len(corpus))
     if k < len(corpus):
@@ -111,6 +111,6 @@ def text_inputs(splits: dict[str, ParallelCorpus], cfg: TranslationTrainConfig, 
                                     shuffle=False)
         inputs.valid_batches = [collate_pairs([enc_valid[i] for i in idx]) for idx in sampler]
         if cfg.bleu_sample:
-            sources, inputs.bleu_references = bleu_sample(valid, cfg.bleu_sample, cfg.seed)
+            sources, inputs.bleu_references = bleu_sample(valid, k=cfg.bleu_sample, seed=cfg.seed)
             inputs.bleu_sources = [ids[:max_len] for ids in src_tokenizer.encode_batch(sources)]
     return inputs

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from transformer.config.runs import TranslationTrainConfig
 from transformer.data.parallel import ParallelCorpus
@@ -71,9 +71,9 @@ def _model_of_run(run_dir: Path) -> TranslationModel:
     from transformer.model_dir import build_model
 
     src_tok, tgt_tok = load_tokenizer_dir(run_dir)
-    model = build_model(read_config(run_dir), source=str(run_dir / CONFIG_FILE))
+    # a translation run's config.json: resume checks its task, auto-resume its configuration
+    model = cast(Transformer, build_model(read_config(run_dir), source=str(run_dir / CONFIG_FILE)))
     check_vocabulary(model.config, src_tok, tgt_tok, where=str(run_dir / "tokenizer"))
-    assert isinstance(model, Transformer)
     return TranslationModel(model, src_tok, tgt_tok, {})
 
 
