@@ -110,6 +110,29 @@ def test_bad_choices_are_usage_errors(cli, number_files, tmp_path, capsys, flags
     assert f"argument {flags[0]}: invalid choice" in capsys.readouterr().err
 
 
+def test_resume_with_a_new_max_steps_cools_down_at_its_end(cli, number_files, tmp_path, capsys):
+    """``train --max-steps 4 --cooldown 2``, then ``--resume RUN --max-steps 8``: the schedule
+    follows the new budget (its cool-down ends at update 8), as ``config show`` would plan it."""
+    from transformer.config.runs import TranslationTrainConfig
+    from transformer.training.schedule import LRSchedule
+
+    run = tmp_path / "run"
+    assert main(["train", *cli.data_flags(number_files), *cli.TINY, "--max-steps", "4",
+                 "--cooldown", "2", "--eval-every", "2", "--log-every", "1", "--out", str(run)]) == 0
+    assert main(["train", "--resume", str(run), "--max-steps", "8", "--no-progress"]) == 0
+    capsys.readouterr()
+    config = json.loads((run / "config.json").read_text())
+    cfg = TranslationTrainConfig.from_dict(config["training"])
+    planned = LRSchedule(**cfg.replace(max_steps=8).schedule_for(config["model"]["d_model"]))
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rates = {r["step"]: r["lr"] for r in records if r["kind"] == "train"}  # the next update's
+    assert [rates[step] for step in (5, 6, 7)] == [planned.rate(step + 1) for step in (5, 6, 7)]
+    assert rates[5] > rates[7]  # full rate at update 6, cooled down at update 8
+    # a budget the cool-down cannot fit in is refused, naming the flag
+    assert main(["train", "--resume", str(run), "--max-steps", "1", "--no-progress"]) == 2
+    assert "(--max-steps), got 1" in cli.error_line(capsys)
+
+
 def test_resume_drops_snapshots_newer_than_the_checkpoint(cli, number_files, tmp_path, capsys):
     from transformer.training.checkpoint import list_snapshots, save_snapshot
 

@@ -10,7 +10,7 @@ import pytest
 
 from transformer.config import translation_config
 from transformer.training.checkpoint import save_snapshot
-from transformer.training.train_translation import _try_average
+from transformer.training.train_translation import try_average
 
 
 class Scored:
@@ -39,7 +39,7 @@ def test_the_average_is_kept_only_when_it_validates_better(synth, tmp_path, metr
     trainer = SimpleNamespace(model=model, autocast=contextlib.nullcontext, task=task,
                               write_metrics=metrics.append)
     result = SimpleNamespace(steps=4, best_metric=best)
-    record = _try_average(cfg, trainer, result, tmp_path,
-                          lambda m, evaluation: saved.append(evaluation))
+    record = try_average(cfg, trainer, result, tmp_path,
+                         lambda m, evaluation: saved.append(evaluation))
     assert record["kept"] is kept and metrics == [record]
     assert len(saved) == int(kept)

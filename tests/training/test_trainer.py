@@ -327,6 +327,52 @@ def test_resume_under_a_time_budget_continues_exactly(synth, tmp_path):
         assert torch.equal(value, resumed.model.state_dict()[name]), name
 
 
+def test_a_resume_with_more_updates_moves_the_cooldown_to_the_new_end(synth, tmp_path):
+    """4 updates cooling down over the last 2, resumed with max_steps 8: updates 5-8 take the
+    rates of the schedule planned for 8 (full at 5 and 6, cooling down at 7 and 8), not those of
+    the first run's plan, which had already cooled down."""
+    batches = [synth.collate(synth.make_pairs(4, seed=i)) for i in range(4)]
+    settings = dict(kind="constant", peak_lr=1e-3, cooldown=2)
+
+    def run(max_steps, resume=False):
+        model = synth.tiny_model(seed=7)
+        optimizer = build_optimizer(model)
+        sched = build_scheduler(optimizer, schedule=LRSchedule(**settings, total=max_steps))
+        trainer = Trainer(model=model, task=TranslationTask(), optimizer=optimizer,
+                          scheduler=sched, train_data=synth.ListData(batches, seed=5),
+                          run_dir=tmp_path, config=TrainConfig(max_steps=max_steps, log_every=1,
+                                                               eval_every=0))
+        rates = []
+        step = trainer._step_schedule
+
+        def record(n):
+            rates.append(trainer._lr())  # the rate the update just made used
+            step(n)
+
+        trainer._step_schedule = record
+        trainer.fit(resume=resume)
+        return rates
+
+    first = LRSchedule(**settings, total=4)
+    assert run(4) == [first.rate(update) for update in (1, 2, 3, 4)]
+    planned = LRSchedule(**settings, total=8)
+    assert run(8, resume=True) == [planned.rate(update) for update in (5, 6, 7, 8)]
+    assert planned.rate(6) == 1e-3 and planned.rate(8) == 0.5e-3
+
+
+def test_a_resume_with_more_minutes_places_the_cooldown_by_the_new_budget(synth, tmp_path):
+    """A minute cooling down over its second half, resumed with 2 minutes: the first resumed
+    update already takes the rate of the new budget (half of it used: full rate), not the
+    checkpoint's (all of the old budget used: 0)."""
+    first, _, _ = timed_trainer(synth, per_update=1.0, run_dir=tmp_path, minutes=1.0)
+    assert first.fit().steps == 60
+    resumed, _, rates = timed_trainer(synth, per_update=1.0, run_dir=tmp_path, minutes=2.0)
+    assert resumed.fit(resume=True).steps == 120 and len(rates) == 60
+    for k, rate in enumerate(rates):  # update 61 + k started after 60 + k seconds
+        used = (60 + k) / 120
+        assert rate == pytest.approx(1e-3 * min(1.0, (1 - used) / 0.5)), k
+
+
 @pytest.mark.parametrize("budget, per_update, expect", [
     ({"max_steps": 10}, 2.0, "step 4/10 | epoch 1.00 | "),
     ({"minutes": 1.0}, 3.0, "step 4 | epoch 1.00 | "),

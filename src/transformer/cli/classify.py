@@ -94,7 +94,12 @@ def add(sub: argparse._SubParsersAction) -> None:
         return 2
 
     p.set_defaults(handler=usage)
+    _add_train(verbs)
+    _add_predict(verbs)
+    _add_evaluate(verbs)
 
+
+def _add_train(verbs: argparse._SubParsersAction) -> None:
     t = verbs.add_parser(
         "train", help="train a classifier",
         description="Train a classifier and write its model directory (config.json with labels "
@@ -132,6 +137,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     _run_flags(t)
     t.set_defaults(handler=run_train)
 
+
+def _add_predict(verbs: argparse._SubParsersAction) -> None:
     q = verbs.add_parser(
         "predict", help="predict labels with probabilities",
         description="Print the predicted labels of each text with their probabilities, one line "
@@ -144,6 +151,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     _run_flags(q)
     q.set_defaults(handler=run_predict)
 
+
+def _add_evaluate(verbs: argparse._SubParsersAction) -> None:
     e = verbs.add_parser(
         "evaluate", help="accuracy, micro/macro F1 and a per-label table",
         description="Score a classifier on a labelled file (--file) or a corpus split (--data NAME "

@@ -9,11 +9,20 @@ tasks.
   loss, greedy BLEU/chrF) and ``classification_task`` (``ClassificationTask``: loss, accuracy/F1,
   thresholds).
 - ``trainer``: the loop: accumulation, mixed precision, evaluation, best model, early stopping,
-  exact resume; ``loop_state``: its settings, counters and result; ``metrics_file``:
-  ``metrics.jsonl``.
-- ``checkpoint``: ``checkpoint/``, written atomically, read without unpickling; ``average``:
-  checkpoint averaging.
+  exact resume; ``loop_state``: its settings, counters and result; ``budget``: the share of
+  the budget used, the stop reason, the eta; ``model_selection``: which evaluation's model is
+  kept; ``train_log``: log lines, progress bar and the records of ``metrics_file``
+  (``metrics.jsonl``).
+- ``checkpoint``: the files (``checkpoint/``, ``snapshots/``), written atomically, read without
+  unpickling; ``exact_resume``: what the Trainer saves in them and restores; ``rng``: seeding and
+  the random generators' state; ``average``: checkpoint averaging.
 - ``distributed``: DDP under ``torchrun`` (gloo on CPU, nccl on GPU).
-- runs end to end: ``train_translation`` (``transformer train``), ``train_classifier``
-  (``transformer classify train``), ``demo`` (``transformer demo``).
+- around a run: ``run_lock`` (one run per directory), ``preemption`` (SIGTERM and SIGINT),
+  ``reproducibility`` (threads and machine kind), ``auto_resume`` (``--resume auto``),
+  ``init_from`` (starting from a model directory's weights).
+- runs end to end, each a recipe of named stages: ``train_translation`` (``transformer train``;
+  its tokenizers and model: ``translation_setup``, its data: ``text_inputs`` or
+  ``prepared_inputs``), ``train_classifier`` (``transformer classify train``; its data:
+  ``classifier_inputs``), the stages both share (``stages``: precision, optimizer, training, the
+  summary), ``demo`` (``transformer demo``).
 """

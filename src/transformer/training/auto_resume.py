@@ -17,7 +17,7 @@ from typing import Any
 
 from transformer.config.runs import RESUME_FIELDS, TranslationTrainConfig
 from transformer.errors import InputError
-from transformer.model_dir import CONFIG_FILE, read_config
+from transformer.model_dir import CONFIG_FILE, read_record
 from transformer.training.checkpoint import has_checkpoint
 from transformer.training.run_lock import hold_run_dir
 from transformer.training.train_translation import start_unlocked, train_translation
@@ -32,8 +32,8 @@ def check_same_run(cfg: TranslationTrainConfig, run_dir: Path) -> None:
     """InputError naming the first field where ``cfg`` differs from the run stored in ``run_dir``
     (fields that may change on resume are not compared)."""
     path = run_dir / CONFIG_FILE
-    stored = read_config(run_dir).get("training")
-    if not isinstance(stored, dict):
+    stored = read_record(run_dir).section("training")
+    if not stored:
         raise InputError(f"{path}: holds no training configuration; not a run to resume")
     given = _plain(cfg.to_dict())
     stored = _plain(stored)
@@ -57,8 +57,8 @@ def check_same_run(cfg: TranslationTrainConfig, run_dir: Path) -> None:
 
 def check_same_origin(init_from: Path | str | None, run_dir: Path) -> None:
     """InputError when the run in ``run_dir`` started from another model than ``init_from``."""
-    stored = read_config(run_dir).get("init_from")
-    path = stored.get("path") if isinstance(stored, dict) else None
+    stored = read_record(run_dir).init_from
+    path = stored.get("path") if stored is not None else None
     given = None if init_from is None else str(Path(init_from).resolve())
     if path != given:
         raise InputError(f"{run_dir / CONFIG_FILE}: the run there started from "

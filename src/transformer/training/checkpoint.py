@@ -1,21 +1,21 @@
-"""The training checkpoint and snapshots, written atomically and read without unpickling.
+"""The training state on disk: the checkpoint and the snapshots, written atomically and read
+without unpickling.
 
     RUN_DIR/
       checkpoint/         last training state: model.safetensors + state.pt
       snapshots/          step-NNNNNNN.safetensors: weights at the last evaluations (averaging)
 
 ``state.pt`` holds only tensors and plain Python values and is read with
-``torch.load(..., weights_only=True)``. The model directory itself (``config.json``,
+``torch.load(..., weights_only=True)``. What the Trainer puts in ``state.pt`` and how it comes back
+is :mod:`~transformer.training.exact_resume`; the model directory itself (``config.json``,
 ``model.safetensors``, ``tokenizer/``) is :mod:`transformer.model_dir`.
 """
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from safetensors.torch import save_model
 from torch import nn
@@ -27,43 +27,6 @@ from transformer.model_dir import FORMAT_VERSION, WEIGHTS_FILE, load_weights, sa
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.pt"
 SNAPSHOT_DIR = "snapshots"
-
-
-# --- random number generators ---------------------------------------------------------------------
-
-
-def rng_state() -> dict[str, Any]:
-    """This process's Python, NumPy, torch and CUDA generator states, as weights_only-safe values."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` returned."""
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    n = state["numpy"]
-    np.random.set_state(
-        ("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
-    )
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (all devices) from one integer."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 # --- snapshots: the weights at recent evaluations, for checkpoint averaging -----------------------

@@ -23,7 +23,7 @@ from transformer.data.prepared.layout import MANIFEST
 from transformer.data.prepared.mixing import MixedEpochs
 from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.errors import InputError
-from transformer.model_dir import read_config
+from transformer.model_dir import read_record
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,7 @@ def open_prepared(cfg: TranslationTrainConfig, *, run_dir: Path, resume: bool) -
         return None
     prepared = PreparedData.open(cfg.data_dir)
     if resume:
-        stored = read_config(run_dir).get("data") or {}
-        started = stored.get("manifest_sha256")
+        started = read_record(run_dir).data.get("manifest_sha256")
         if started != prepared.manifest_sha256:
             raise InputError(
                 f"{Path(cfg.data_dir) / MANIFEST}: not the prepared data this run started with "

@@ -5,13 +5,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+ADAM_BETAS = (0.9, 0.98)  # section 5.3
+ADAM_EPS = 1e-9
+
 
 def build_optimizer(
     model: nn.Module,
     *,
     lr: float = 1.0,
-    betas: tuple[float, float] = (0.9, 0.98),
-    eps: float = 1e-9,
+    betas: tuple[float, float] = ADAM_BETAS,
+    eps: float = ADAM_EPS,
     weight_decay: float = 0.0,
 ) -> torch.optim.Optimizer:
     """Adam over the model's trainable parameters (a tied tensor appears once).

@@ -15,6 +15,11 @@ the budget is: updates, epochs or wall-clock minutes, whichever runs out first. 
 cool-down by the time left and ends cooled down on a fast machine or a slow one. ``progress`` is a
 field, so it is saved and restored with the scheduler's state.
 
+A resumed run may be given another budget (``--max-steps``, ``--minutes``): its schedule then
+follows the new one. :func:`keep_settings` puts back the settings the run built (``total`` is
+the new ``max_steps``) over those its checkpoint restored, and :func:`rerate` sets the rate of
+the next update by them.
+
 :func:`build_scheduler` wraps them in a ``torch.optim.lr_scheduler.LambdaLR`` whose multiplier *is*
 the learning rate (the optimizer's base lr is set to 1), so ``scheduler.state_dict()`` round-trips
 through ``torch.load(weights_only=True)``.
@@ -22,10 +27,13 @@ through ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from torch.optim import Optimizer
-from torch.optim.lr_scheduler import LambdaLR
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
 from transformer.config.schedule import check_schedule
 
@@ -105,3 +113,45 @@ def build_scheduler(optimizer: Optimizer, *, schedule: LRSchedule) -> LambdaLR:
     for group in optimizer.param_groups:
         group["lr"] = 1.0
     return LambdaLR(optimizer, lr_lambda=schedule, last_epoch=-1)
+
+
+def rates_of(scheduler: LRScheduler | None) -> list[LRSchedule]:
+    """The :class:`LRSchedule` rates ``scheduler`` applies (one per parameter group; none for a
+    scheduler :func:`build_scheduler` did not make)."""
+    lambdas: Any = getattr(scheduler, "lr_lambdas", ())
+    return [rate for rate in lambdas if isinstance(rate, LRSchedule)]
+
+
+def set_progress(scheduler: LRScheduler, progress: float) -> None:
+    """Tell every rate of ``scheduler`` that follows a budget the share of it used (0 to 1)."""
+    for rate in getattr(scheduler, "lr_lambdas", ()):
+        if hasattr(rate, "progress"):
+            rate.progress = progress
+
+
+def settings_of(scheduler: LRScheduler | None) -> list[LRSchedule]:
+    """Copies of ``scheduler``'s rates as they are now, for :func:`keep_settings`."""
+    return [copy.copy(rate) for rate in rates_of(scheduler)]
+
+
+def keep_settings(scheduler: LRScheduler | None, settings: list[LRSchedule]) -> bool:
+    """Give ``scheduler``'s rates the ``settings`` (from :func:`settings_of` before a checkpoint's
+    state was loaded into it) but their ``progress``, which is the run's state. Returns whether
+    any setting the checkpoint held differed."""
+    changed = False
+    for rate, wanted in zip(rates_of(scheduler), settings, strict=True):
+        for field in dataclasses.fields(LRSchedule):
+            if field.name != "progress" and getattr(rate, field.name) != getattr(wanted, field.name):
+                setattr(rate, field.name, getattr(wanted, field.name))
+                changed = True
+    return changed
+
+
+def rerate(scheduler: LambdaLR) -> None:
+    """Set every parameter group's learning rate to its rate for the next update (between two
+    updates, after the rates' settings or progress changed)."""
+    lrs = [base_lr * rate(scheduler.last_epoch)
+           for rate, base_lr in zip(scheduler.lr_lambdas, scheduler.base_lrs, strict=True)]
+    for group, lr in zip(scheduler.optimizer.param_groups, lrs, strict=True):
+        group["lr"] = lr
+    scheduler._last_lr = lrs  # what get_last_lr() answers and the scheduler's state holds

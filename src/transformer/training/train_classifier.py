@@ -5,6 +5,14 @@ directory.
     cfg = classifier_config("nsmc-cpu")                  # transformer.config
     summary = train_classifier(splits, config=cfg, run_dir="runs/nsmc", recipe=..., data_info=...)
 
+:func:`train_classifier` is the recipe, its stages in order: the labels (:func:`setup_labels`),
+the tokenizer and model (:func:`setup_model`: trained here, or ``init_from`` a translation
+model's encoder), the precision, the data
+(:func:`~transformer.training.classifier_inputs.classifier_inputs`), the task, the optimizer and
+schedule (:func:`schedule_for`), the model directory (:class:`ClassifierWriter`), training, and
+the report on every split (:func:`report_splits`). The stages translation shares are
+:mod:`~transformer.training.stages`.
+
 What it writes (the model directory of DESIGN.md): ``config.json`` with ``task:
 "classification"``, the model and classifier shape, the label names, the multi-label decision
 thresholds (tuned on the validation split; 0.5 without one), the training configuration and where
@@ -14,10 +22,10 @@ the data came from; ``model.safetensors`` (best by validation), ``tokenizer/``, 
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,36 +36,22 @@ from transformer.atomic import atomic_write_text
 from transformer.config.runs import ClassifierTrainConfig
 from transformer.data.classification import ClassificationData
 from transformer.data.classification_splits import SplitRecipe
-from transformer.data.collation import collate_classification
-from transformer.data.encoding import encode_classification
-from transformer.data.epoch_batches import Epochs
 from transformer.data.labels import LabelVocabulary
+from transformer.data.tokenizer import Tokenizer
 from transformer.errors import InputError
 from transformer.model import TransformerClassifier
 from transformer.model_dir import load_model_dir, save_model_dir
-from transformer.precision import resolve_precision
-from transformer.training.checkpoint import seed_everything
+from transformer.precision import PrecisionChoice
 from transformer.training.classification_task import ClassificationTask
-from transformer.training.optimizer import build_optimizer
+from transformer.training.classifier_inputs import ClassifierInputs, classifier_inputs
+from transformer.training.rng import seed_everything
 from transformer.training.run_lock import hold_run_dir
-from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.trainer import Trainer
+from transformer.training.schedule import LRSchedule
+from transformer.training.stages import run_summary, setup_optimizer, setup_precision, train
 
 log = logging.getLogger(__name__)
 
 RESULTS_FILE = "results.json"
-
-
-
-
-def positive_weights(labels: list[list[int]], *, num_labels: int, cap: float) -> torch.Tensor:
-    """Per label sqrt(negatives / positives), clipped to [1, cap] (cap for a label never seen)."""
-    counts = np.zeros(num_labels)
-    for row in labels:
-        counts[list(row)] += 1
-    n = len(labels)
-    ratio = np.where(counts > 0, (n - counts) / np.maximum(counts, 1), cap**2)
-    return torch.tensor(np.clip(np.sqrt(ratio), 1.0, cap), dtype=torch.float32)
 
 
 def train_classifier(
@@ -81,120 +75,196 @@ def train_classifier(
     encoder's and embeddings' first weights; ``config`` must have its encoder's shape
     (:func:`transformer.training.init_from.classifier_config_from` builds such a ``config``).
     """
-    from transformer.data.tokenizer import Tokenizer
-    from transformer.inference.classifier import Classifier
-    from transformer.inference.classifier_eval import evaluate_classifier
-
     started = time.monotonic()
     run_dir = Path(run_dir)
-    train_data = splits["train"]
-    valid_data = splits.get("valid")
-    label_names = tuple(train_data.label_names)
-    num_labels = len(label_names)
-    if multi_label is None:
-        multi_label = train_data.multi_label
-    if not multi_label and num_labels < 2:
-        raise InputError(f"{train_data.name}: a single-label classifier needs at least 2 labels, "
-                         f"found {num_labels}")
+    labels = setup_labels(splits["train"], multi_label=multi_label)
     seed_everything(config.seed)
+    built = setup_model(config, splits["train"], labels=labels, init_from=init_from)
+    model = built.model.to(device)
+    precision = setup_precision(config.precision, model=model, device=device)
+    log.info("classifier: %d labels (%s), %s parameters, vocabulary %d", labels.count,
+             "multi-label" if labels.multi_label else "single-label", f"{model.num_parameters():,}",
+             built.tokenizer.vocab_size)
+    inputs = classifier_inputs(splits, config, tokenizer=built.tokenizer,
+                               max_len=model.max_tokens, pad_id=model.config.pad_id,
+                               num_labels=labels.count, multi_label=labels.multi_label)
+    task = setup_task(config, inputs, labels=labels, pad_id=model.config.pad_id)
+    optimizer, scheduler = setup_optimizer(
+        model, schedule=schedule_for(config, d_model=model.config.d_model,
+                                     batches_per_epoch=len(inputs.data)),
+        weight_decay=config.weight_decay)
+    writer = ClassifierWriter(run_dir, built, labels, task=task, config=stored_config(
+        config, splits, labels=labels, precision=precision, recipe=recipe, data_info=data_info,
+        built=built))
+    _, result = train(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
+                      data=inputs.data, loop=config.loop_config(precision.precision),
+                      run_dir=run_dir, save_best=writer.save, device=device, progress=progress)
+    figures = report_splits(run_dir, splits, device=device)
+    summary = {
+        **run_summary(result, run_dir=run_dir, model=model, precision=precision),
+        "multi_label": labels.multi_label,
+        "num_labels": labels.count,
+        "vocab_size": built.tokenizer.vocab_size,
+        "train_examples": inputs.train_examples,
+        "train_truncated": inputs.train_truncated,
+        "tokenizer_s": round(built.tokenizer_s, 1),
+        "train_s": round(result.elapsed_s, 1),
+        "total_s": round(time.monotonic() - started, 1),
+        "tokens_per_s": round(result.tokens_per_s),
+        "thresholds": writer.config["thresholds"],
+        "splits": figures,
+    }
+    atomic_write_text(run_dir / RESULTS_FILE, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
 
-    t0 = time.monotonic()
+
+# --- the labels, the tokenizer and the model ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Labels:
+    """The label set of a run: the names (index order) and whether a text may have several."""
+
+    names: tuple[str, ...]
+    multi_label: bool
+
+    @property
+    def count(self) -> int:
+        return len(self.names)
+
+
+def setup_labels(train: ClassificationData, *, multi_label: bool | None) -> Labels:
+    """The labels of the training data; ``multi_label`` defaults to whether some training text
+    has other than one label. InputError for a single-label task of fewer than 2 labels."""
+    names = tuple(train.label_names)
+    if multi_label is None:
+        multi_label = train.multi_label
+    if not multi_label and len(names) < 2:
+        raise InputError(f"{train.name}: a single-label classifier needs at least 2 labels, "
+                         f"found {len(names)}")
+    return Labels(names, multi_label)
+
+
+@dataclass
+class ClassifierModel:
+    """A run's classifier and its tokenizer; ``extra_config``: what ``config.json`` records of
+    where they came from (``init_from``); ``tokenizer_s``: the seconds the tokenizer took."""
+
+    model: TransformerClassifier
+    tokenizer: Tokenizer
+    extra_config: dict[str, Any]
+    tokenizer_s: float
+
+
+def setup_model(config: ClassifierTrainConfig, train: ClassificationData, *, labels: Labels,
+                init_from: str | Path | None) -> ClassifierModel:
+    """A SentencePiece tokenizer trained on ``train``'s texts and a new classifier; or with
+    ``init_from`` that translation model's source tokenizer, and its embeddings and encoder
+    copied into the classifier."""
+    began = time.monotonic()
     origin = None
     if init_from is not None:
-        from transformer.training.init_from import init_encoder, read_origin
+        from transformer.training.init_from import read_origin
 
         origin = read_origin(init_from)
         tokenizer = origin.src_tokenizer
     else:
         tokenizer = Tokenizer.train(
-            train_data.texts, vocab_size=config.vocab_size, model_type=config.tokenizer_type,
+            train.texts, vocab_size=config.vocab_size, model_type=config.tokenizer_type,
             character_coverage=config.character_coverage, sample_size=config.tokenizer_sample,
             seed=config.seed,
         )
-    tokenizer_s = time.monotonic() - t0
-    model_cfg = config.model_config(src_vocab_size=tokenizer.vocab_size)
-    model = TransformerClassifier(model_cfg, num_labels=num_labels, pooling=config.pooling,
-                                  multi_label=multi_label)
-    if origin is not None:
-        init_encoder(model, origin)
-    model.to(device)
-    precision = resolve_precision(config.precision, model=model, device=device, training=True)
-    log.info("%s%s", precision.describe(),
-             f"; {precision.probe.describe()}" if precision.probe is not None else "")
-    if precision.warning:
-        log.warning(precision.warning)
-    log.info("classifier: %d labels (%s), %s parameters, vocabulary %d", num_labels,
-             "multi-label" if multi_label else "single-label", f"{model.num_parameters():,}",
-             tokenizer.vocab_size)
+    tokenizer_s = time.monotonic() - began
+    model = TransformerClassifier(config.model_config(src_vocab_size=tokenizer.vocab_size),
+                                  num_labels=labels.count, pooling=config.pooling,
+                                  multi_label=labels.multi_label)
+    if origin is None:
+        return ClassifierModel(model, tokenizer, {}, tokenizer_s)
+    from transformer.training.init_from import init_encoder
 
-    encoded = encode_classification(train_data, tokenizer, max_len=model.max_tokens)
-    ids = [item[0] for item in encoded]
-    labels = [item[1] for item in encoded]
-    valid_ids: list[list[int]] = []
-    valid_labels: list[list[int]] = []
-    if valid_data is not None:
-        valid_enc = encode_classification(valid_data, tokenizer, max_len=model.max_tokens)
-        valid_ids = [item[0] for item in valid_enc]
-        valid_labels = [item[1] for item in valid_enc]
-    if not multi_label:
-        bad = next((i for i, row in enumerate(labels) if len(row) != 1), None)
-        if bad is not None:
-            raise InputError(f"{train_data.name}: text {bad + 1} has {len(labels[bad])} labels but "
-                             "the classifier is single-label (use multi-label)")
-    pos_weight = None
-    if multi_label and config.pos_weight == "sqrt":
-        pos_weight = positive_weights(labels, num_labels=num_labels, cap=config.max_pos_weight)
+    init_encoder(model, origin)
+    return ClassifierModel(model, tokenizer, {"init_from": origin.record()}, tokenizer_s)
 
-    extra_positions = 1 if config.pooling == "cls" else 0  # the CLS vector's position
-    data = Epochs(
-        list(zip(ids, labels, strict=True)),
-        widths=[max(len(row), 1) + extra_positions for row in ids],
-        collate=functools.partial(collate_classification, num_labels=num_labels,
-                                  multi_label=multi_label, pad_id=model_cfg.pad_id),
-        max_tokens=config.batch_tokens, max_sentences=config.max_sentences, seed=config.seed,
+
+# --- the data, the task and the schedule ----------------------------------------------------------
+
+
+def setup_task(config: ClassifierTrainConfig, inputs: ClassifierInputs, *, labels: Labels,
+               pad_id: int) -> ClassificationTask:
+    """The loss (cross-entropy, or BCE with the positive weights) and validation (accuracy, F1,
+    multi-label thresholds) of the run."""
+    return ClassificationTask(
+        num_labels=labels.count, multi_label=labels.multi_label, valid_ids=inputs.valid_ids,
+        valid_labels=inputs.valid_labels, metric=config.metric,
+        label_smoothing=config.label_smoothing, pos_weight=inputs.pos_weight, pad_id=pad_id,
     )
-    task = ClassificationTask(
-        num_labels=num_labels, multi_label=multi_label, valid_ids=valid_ids,
-        valid_labels=valid_labels, metric=config.metric, label_smoothing=config.label_smoothing,
-        pos_weight=pos_weight, pad_id=model_cfg.pad_id,
-    )
-    optimizer = build_optimizer(model, weight_decay=config.weight_decay)
+
+
+def schedule_for(config: ClassifierTrainConfig, *, d_model: int, batches_per_epoch: int) -> LRSchedule:
+    """The learning rate: linear warmup to ``config.lr``, then linear decay to 0 at the last
+    planned update (``max_steps``, else ``epochs`` of ``batches_per_epoch``) or 1/sqrt(step)."""
     if config.schedule == "linear":
-        total = config.max_steps or (config.epochs or 1) * len(data)
-        scheduler = build_scheduler(optimizer, schedule=LRSchedule(
-            kind="linear", warmup=min(config.warmup, total), peak_lr=config.lr, total=total))
-    else:
-        scheduler = build_scheduler(optimizer, schedule=LRSchedule(
-            kind="inverse_sqrt", warmup=config.warmup, peak_lr=config.lr, d_model=model_cfg.d_model))
+        total = config.max_steps or (config.epochs or 1) * batches_per_epoch
+        return LRSchedule(kind="linear", warmup=min(config.warmup, total), peak_lr=config.lr,
+                          total=total)
+    return LRSchedule(kind="inverse_sqrt", warmup=config.warmup, peak_lr=config.lr, d_model=d_model)
 
-    info = {
+
+# --- the model directory and the report -----------------------------------------------------------
+
+
+def stored_config(config: ClassifierTrainConfig, splits: dict[str, ClassificationData], *,
+                  labels: Labels, precision: PrecisionChoice, recipe: SplitRecipe | None,
+                  data_info: dict[str, Any] | None, built: ClassifierModel) -> dict[str, Any]:
+    """``config.json`` but the model's shape (which :func:`save_model_dir` adds): the task, the
+    classifier head, the labels, the thresholds (set when the model is saved), the training
+    configuration, the precision and where the data came from (``data_info``, the ``recipe`` of
+    the held-out splits, their sizes)."""
+    return {
         "task": "classification",
-        "classifier": {"num_labels": num_labels, "pooling": config.pooling, "multi_label": multi_label},
-        "labels": list(label_names),
+        "classifier": {"num_labels": labels.count, "pooling": config.pooling,
+                       "multi_label": labels.multi_label},
+        "labels": list(labels.names),
         "thresholds": None,
         "training": config.to_dict(),
         "precision": precision.to_dict(),
         "data": {**(data_info or {}), "recipe": recipe.to_dict() if recipe else None,
                  "sizes": {k: len(v) for k, v in splits.items()}},
+        **built.extra_config,
     }
-    if origin is not None:
-        info["init_from"] = origin.record()
 
-    def save_best(best_model: torch.nn.Module, evaluation: dict[str, float]) -> None:
-        thresholds = task.thresholds if task.thresholds is not None else (
-            np.full(num_labels, 0.5) if multi_label else None)
-        info["thresholds"] = None if thresholds is None else [round(float(t), 4) for t in thresholds]
-        info["best_validation"] = dict(evaluation)
-        save_model_dir(run_dir, best_model, config=info, src_tokenizer=tokenizer, tgt_tokenizer=tokenizer)
-        LabelVocabulary(label_names).save(run_dir)
 
-    trainer = Trainer(
-        model=model, task=task, optimizer=optimizer, scheduler=scheduler, train_data=data,
-        config=config.loop_config(precision.precision),
-        run_dir=run_dir, save_best=save_best, device=device, progress=progress,
-    )
-    result = trainer.fit()
-    train_s = result.elapsed_s
+class ClassifierWriter:
+    """Writes the run's model directory, the Trainer's ``save_best``: ``config`` (see
+    :func:`stored_config`) with the task's tuned thresholds (0.5 for a multi-label task without
+    them) and the validation figures, the weights, the tokenizer and ``labels.json``."""
+
+    def __init__(self, run_dir: Path, built: ClassifierModel, labels: Labels, *,
+                 task: ClassificationTask, config: dict[str, Any]) -> None:
+        self.run_dir = run_dir
+        self.tokenizer = built.tokenizer
+        self.labels = labels
+        self.task = task
+        self.config = config
+
+    def save(self, model: torch.nn.Module, evaluation: dict[str, float]) -> None:
+        """Write ``model`` with its validation figures ``evaluation``."""
+        thresholds = self.task.thresholds if self.task.thresholds is not None else (
+            np.full(self.labels.count, 0.5) if self.labels.multi_label else None)
+        self.config["thresholds"] = (None if thresholds is None
+                                     else [round(float(t), 4) for t in thresholds])
+        self.config["best_validation"] = dict(evaluation)
+        save_model_dir(self.run_dir, model, config=self.config, src_tokenizer=self.tokenizer,
+                       tgt_tokenizer=self.tokenizer)
+        LabelVocabulary(self.labels.names).save(self.run_dir)
+
+
+def report_splits(run_dir: Path, splits: dict[str, ClassificationData], *,
+                  device: str | torch.device) -> dict[str, dict[str, Any]]:
+    """The figures of the model in ``run_dir`` (the best) on every split but train: accuracy,
+    micro and macro F1, the number of examples and of truncated ones."""
+    from transformer.inference.classifier import Classifier
+    from transformer.inference.classifier_eval import evaluate_classifier
 
     classifier = Classifier(load_model_dir(run_dir, device=device))
     figures: dict[str, Any] = {}
@@ -206,28 +276,7 @@ def train_classifier(
                          "macro_f1": evaluation.report.macro_f1,
                          "num_examples": evaluation.report.num_examples,
                          "num_truncated": evaluation.num_truncated}
-    summary = {
-        "run_dir": str(run_dir),
-        "multi_label": multi_label,
-        "num_labels": num_labels,
-        "parameters": model.num_parameters(),
-        "vocab_size": tokenizer.vocab_size,
-        "train_examples": len(ids),
-        "train_truncated": encoded.num_truncated,
-        "steps": result.steps,
-        "epochs": result.epochs,
-        "stopped_by": result.stopped_by,
-        "best_step": result.best_step,
-        "tokenizer_s": round(tokenizer_s, 1),
-        "train_s": round(train_s, 1),
-        "total_s": round(time.monotonic() - started, 1),
-        "tokens_per_s": round(result.tokens_per_s),
-        "precision": precision.precision,
-        "thresholds": info["thresholds"],
-        "splits": figures,
-    }
-    atomic_write_text(run_dir / RESULTS_FILE, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return summary
+    return figures
 
 
 def train_classifier_run(

@@ -4,6 +4,13 @@
     summary = train_translation(cfg, run_dir="runs/m30k", progress=True)
     summary = resume_translation("runs/m30k", minutes=60)     # continue exactly where it stopped
 
+:func:`train_translation` is the recipe, its stages in order: the tokenizers and model
+(:func:`setup_model`: trained here, read from the run on resume, from ``init_from``, or the
+tokenizer a prepared data directory was made with), the precision, the data (:func:`setup_data`:
+a prepared directory or text), the task, the optimizer and schedule, the model directory
+(:class:`ModelWriter`), training, and the average of the last snapshots (:func:`try_average`).
+The stages the classifier shares are :mod:`~transformer.training.stages`.
+
 What it writes into the run directory (DESIGN.md): ``config.json`` (model, tokenizer and training
 configuration, where the data came from), ``model.safetensors`` (best by validation BLEU),
 ``tokenizer/``, ``checkpoint/`` (exact resume) and ``metrics.jsonl``. Under ``torchrun`` every rank
@@ -13,8 +20,6 @@ trains on its shard of the batches and rank 0 alone writes.
 from __future__ import annotations
 
 import logging
-import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,86 +27,26 @@ from typing import Any
 import torch
 
 from transformer.config.runs import RESUME_FIELDS, TranslationTrainConfig
-from transformer.data.batch_types import Batch
-from transformer.data.collation import collate_pairs
-from transformer.data.encoding import encode_pairs
-from transformer.data.epoch_batches import Epochs
 from transformer.data.parallel import ParallelCorpus
-from transformer.data.token_batch_sampler import TokenBatchSampler
-from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from transformer.data.tokenizer_pair import train_tokenizers
+from transformer.data.prepared.directory import PreparedData
+from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer.errors import InputError
 from transformer.model import Transformer
-from transformer.model_dir import (
-    CONFIG_FILE,
-    check_vocabulary,
-    load_tokenizer_dir,
-    read_config,
-    save_model_dir,
-)
-from transformer.precision import resolve_precision
+from transformer.model_dir import CONFIG_FILE, read_record, save_model_dir
+from transformer.precision import PrecisionChoice
 from transformer.training import distributed as D
-from transformer.training.checkpoint import has_checkpoint, seed_everything
-from transformer.training.data_dir_inputs import check_tokenizers, open_prepared, prepared_inputs
-from transformer.training.optimizer import build_optimizer
+from transformer.training.checkpoint import has_checkpoint
+from transformer.training.data_dir_inputs import PreparedInputs, open_prepared, prepared_inputs
+from transformer.training.rng import seed_everything
 from transformer.training.run_lock import hold_run_dir
-from transformer.training.schedule import LRSchedule, build_scheduler
+from transformer.training.schedule import LRSchedule
+from transformer.training.stages import run_summary, setup_optimizer, setup_precision, train
+from transformer.training.text_inputs import TextInputs, read_splits, text_inputs
 from transformer.training.trainer import Trainer, TrainResult
+from transformer.training.translation_setup import TranslationModel, setup_model
 from transformer.training.translation_task import TranslationTask
 
 log = logging.getLogger(__name__)
-
-
-def load_splits(cfg: TranslationTrainConfig) -> dict[str, ParallelCorpus]:
-    """``{"train": ..., "valid": ...}`` (valid may be absent for explicit files without one)."""
-    from transformer.data.parallel import read_parallel
-
-    if cfg.data == "numbers":
-        from transformer.data.builtin_task import number_task_splits
-
-        splits = number_task_splits(cfg.seed)
-        return {"train": splits["train"], "valid": splits["valid"]}
-    if cfg.data == "multi30k":
-        from transformer.data.corpora import load_corpus
-
-        return {split: load_corpus("multi30k", name, cfg.src_lang, cfg.tgt_lang)
-                for split, name in (("train", "train"), ("valid", "val"))}
-    assert cfg.train_src and cfg.train_tgt
-    splits = {"train": read_parallel(cfg.train_src, cfg.train_tgt)}
-    if cfg.valid_src and cfg.valid_tgt:
-        splits["valid"] = read_parallel(cfg.valid_src, cfg.valid_tgt)
-    return splits
-
-
-def _stage(name: str, began: float, what: str) -> None:
-    """One log line per data stage: what it made and how long it took."""
-    log.info("data: %s: %s (%.1fs)", name, what, time.perf_counter() - began)
-
-
-def _bleu_sample(corpus: ParallelCorpus, k: int, seed: int) -> tuple[list[str], list[str]]:
-    """A fixed random sample of ``k`` validation pairs, in corpus order."""
-    index = range(len(corpus))
-    if k < len(corpus):
-        index = sorted(random.Random(seed).sample(range(len(corpus)), k))
-    return [corpus.src[i] for i in index], [corpus.tgt[i] for i in index]
-
-
-def _broadcast_tokenizers(pair: tuple[Tokenizer, Tokenizer] | None) -> tuple[Tokenizer, Tokenizer]:
-    """Rank 0's tokenizers on every rank (sent as SentencePiece model bytes)."""
-    protos = None if pair is None else (pair[0].to_bytes(), pair[1].to_bytes())
-    protos = D.broadcast_object(protos)
-    src = Tokenizer.from_bytes(protos[0])
-    return (src, src) if protos[1] == protos[0] else (src, Tokenizer.from_bytes(protos[1]))
-
-
-def build_translation_model(cfg: TranslationTrainConfig, src_tok: Tokenizer, tgt_tok: Tokenizer) -> Transformer:
-    """The model of ``cfg`` with the tokenizers' real vocabulary sizes."""
-    try:
-        model_cfg = cfg.model_config(src_vocab_size=src_tok.vocab_size,
-                                     tgt_vocab_size=tgt_tok.vocab_size)
-    except (TypeError, ValueError) as err:
-        raise InputError(f"bad model configuration: {err}") from None
-    return Transformer(model_cfg)
 
 
 def train_translation(
@@ -129,144 +74,132 @@ def train_translation(
     seed_everything(cfg.seed)
     prepared = open_prepared(cfg, run_dir=run_dir, resume=resume)  # None unless cfg.data_dir
     if splits is None and prepared is None:
-        began = time.perf_counter()
-        splits = load_splits(cfg)
-        _stage("read", began, ", ".join(f"{name} {len(corpus):,} pairs"
-                                         for name, corpus in splits.items()))
-    train, valid = (splits["train"], splits.get("valid")) if splits is not None else (None, None)
+        splits = read_splits(cfg)
+    built = setup_model(cfg, run_dir=run_dir, resume=resume, init_from=init_from,
+                        prepared=prepared, splits=splits)
+    model = built.model.to(dev)
+    precision = setup_precision(cfg.precision, model=model, device=dev,
+                                previous=_started_precision(run_dir) if resume else None)
+    _log_model(cfg, model)
+    inputs = setup_data(cfg, built, prepared=prepared, splits=splits)
+    task = setup_task(cfg, built, inputs)
+    optimizer, scheduler = setup_optimizer(
+        model, schedule=LRSchedule(**cfg.schedule_for(model.config.d_model)),
+        betas=cfg.adam_betas, eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+    writer = ModelWriter(run_dir, built, config=stored_config(
+        cfg, run_dir=run_dir, resume=resume, precision=precision, inputs=inputs, built=built,
+        extra={**(extra_config or {}), **built.extra_config}))
+    if info.is_main and not resume:
+        # the model directory is complete from the start: resume and the other verbs can read it
+        writer.save(model, None)
+    D.barrier()
+    trainer, result = train(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
+                            data=inputs.data, loop=cfg.loop_config(precision.precision),
+                            run_dir=run_dir, save_best=writer.save, device=dev, progress=progress,
+                            resume=resume)
+    summary = summarize(result, run_dir=run_dir, model=model, cfg=cfg,
+                        train_pairs=inputs.train_pairs, precision=precision)
+    if cfg.average_last and info.is_main:
+        summary["average"] = try_average(cfg, trainer, result, run_dir, writer.save)
+    D.barrier()
+    return {**summary, "device": str(dev), "world_size": info.world_size}
 
-    if resume:
-        src_tok, tgt_tok = load_tokenizer_dir(run_dir)
-        stored = read_config(run_dir)
-        from transformer.model_dir import build_model
 
-        model = build_model(stored, source=str(run_dir / CONFIG_FILE))
-        check_vocabulary(model.config, src_tok, tgt_tok, where=str(run_dir / "tokenizer"))
-    elif init_from is not None:
-        from transformer.training.init_from import load_origin, read_origin
+def _started_precision(run_dir: Path) -> dict[str, Any] | None:
+    """The precision choice the run in ``run_dir`` stored when it started, if any."""
+    return read_record(run_dir).section("precision")
 
-        origin = read_origin(init_from)
-        src_tok, tgt_tok = origin.src_tokenizer, origin.tgt_tokenizer
-        seed_everything(cfg.seed)
-        model = build_translation_model(cfg, src_tok, tgt_tok)
-        load_origin(model, origin)
-        extra_config = {**(extra_config or {}), "init_from": origin.record()}
-    elif prepared is not None:  # the tokenizer the ids were made with
-        src_tok, tgt_tok = prepared.tokenizers()
-        seed_everything(cfg.seed)
-        model = build_translation_model(cfg, src_tok, tgt_tok)
-    else:
-        pair = None
-        if info.is_main:
-            pair = train_tokenizers(train.src, train.tgt, vocab_size=cfg.vocab_size,
-                                    joint=cfg.joint, model_type=cfg.model_type,
-                                    byte_fallback=cfg.byte_fallback,
-                                    character_coverage=cfg.character_coverage, seed=cfg.seed)
-        src_tok, tgt_tok = _broadcast_tokenizers(pair) if info.is_distributed else pair
-        seed_everything(cfg.seed)  # the model's initial weights depend on the seed alone
-        model = build_translation_model(cfg, src_tok, tgt_tok)
-    if prepared is not None:
-        check_tokenizers(prepared, src_tok, tgt_tok, where=str(init_from or run_dir))
-    model.to(dev)
-    model_cfg = model.config
-    previous = read_config(run_dir).get("precision") if resume else None
-    precision = None
-    if info.is_main:  # one probe, one choice for every rank
-        precision = resolve_precision(cfg.precision, model=model, device=dev, training=True,
-                                      previous=previous if isinstance(previous, dict) else None)
-    if info.is_distributed:
-        precision = D.broadcast_object(precision)
-    assert precision is not None
-    log.info("%s%s", precision.describe(),
-             f"; {precision.probe.describe()}" if precision.probe is not None else "")
-    if precision.warning:
-        log.warning(precision.warning)
+
+def _log_model(cfg: TranslationTrainConfig, model: Transformer) -> None:
+    """One log line: the model's size, preset, shape and vocabularies."""
+    shape = model.config
     log.info("model: %s parameters (%s preset, d_model=%d, %d+%d layers), vocabularies %d/%d",
-             f"{model.num_parameters():,}", cfg.preset, model_cfg.d_model,
-             model_cfg.num_encoder_layers, model_cfg.num_decoder_layers,
-             model_cfg.src_vocab_size, model_cfg.tgt_vocab_size)
+             f"{model.num_parameters():,}", cfg.preset, shape.d_model, shape.num_encoder_layers,
+             shape.num_decoder_layers, shape.src_vocab_size, shape.tgt_vocab_size)
 
+
+# --- the data and the task ------------------------------------------------------------------------
+
+
+def setup_data(cfg: TranslationTrainConfig, built: TranslationModel, *,
+               prepared: PreparedData | None,
+               splits: dict[str, ParallelCorpus] | None) -> PreparedInputs | TextInputs:
+    """This rank's training batches, and on rank 0 the validation batches and BLEU sample: from
+    the ``prepared`` directory, else from the text ``splits``, fitted to the model's positions."""
+    info = D.current()
+    max_len = built.model.config.max_len
     if prepared is not None:
-        inputs = prepared_inputs(prepared, cfg, max_len=model_cfg.max_len, rank=info.rank,
-                                 world_size=info.world_size, validation=info.is_main)
-        data, train_pairs = inputs.data, inputs.train_pairs
-        valid_batches, bleu_src, bleu_ref = (inputs.valid_batches, inputs.bleu_sources,
-                                             inputs.bleu_references)
-    else:
-        began = time.perf_counter()
-        encoded = encode_pairs(train, src_tok, tgt_tok, max_len=model_cfg.max_len, on_long=cfg.on_long)
-        _stage("encode", began, f"{len(encoded):,} training pairs, "
-               f"{sum(s + t for s, t in encoded.lengths):,} tokens")
-        if len(encoded) == 0:
-            raise InputError(f"{train.name or 'training data'}: no usable sentence pairs")
-        max_tokens = max(cfg.max_tokens, max(encoded.widths))  # one pair always fits a batch
-        data = Epochs(encoded, widths=encoded.lengths, collate=collate_pairs, max_tokens=max_tokens,
-                      seed=cfg.seed, rank=info.rank, world_size=info.world_size)
-        train_pairs = len(encoded)
-        valid_batches: list[Batch] = []
-        bleu_src: list[list[int]] = []
-        bleu_ref: list[str] = []
-        if valid is not None and len(valid) > 0 and info.is_main:
-            enc_valid = encode_pairs(valid, src_tok, tgt_tok, max_len=model_cfg.max_len,
-                                     on_long="truncate")
-            sampler = TokenBatchSampler(enc_valid.lengths, max_tokens=max(max_tokens, 2 * cfg.max_tokens),
-                                        shuffle=False)
-            valid_batches = [collate_pairs([enc_valid[i] for i in idx]) for idx in sampler]
-            if cfg.bleu_sample:
-                sources, bleu_ref = _bleu_sample(valid, cfg.bleu_sample, cfg.seed)
-                bleu_src = [ids[: model_cfg.max_len] for ids in src_tok.encode_batch(sources)]
-    task = TranslationTask(
-        metric=cfg.metric, tgt_tokenizer=tgt_tok, valid_batches=valid_batches, bleu_sources=bleu_src,
-        metrics=cfg.valid_metrics, bleu_references=bleu_ref, label_smoothing=cfg.label_smoothing, pad_id=PAD_ID,
-        bos_id=BOS_ID, eos_id=EOS_ID, max_len_a=cfg.decode_max_len_a,
+        return prepared_inputs(prepared, cfg, max_len=max_len, rank=info.rank,
+                               world_size=info.world_size, validation=info.is_main)
+    assert splits is not None
+    return text_inputs(splits, cfg, src_tokenizer=built.src_tokenizer,
+                       tgt_tokenizer=built.tgt_tokenizer, max_len=max_len, rank=info.rank,
+                       world_size=info.world_size, validation=info.is_main)
+
+
+def setup_task(cfg: TranslationTrainConfig, built: TranslationModel,
+               inputs: PreparedInputs | TextInputs) -> TranslationTask:
+    """The loss (label-smoothed) and validation (loss, BLEU/chrF on the sample) of the run."""
+    return TranslationTask(
+        metric=cfg.metric, tgt_tokenizer=built.tgt_tokenizer, valid_batches=inputs.valid_batches,
+        bleu_sources=inputs.bleu_sources, metrics=cfg.valid_metrics,
+        bleu_references=inputs.bleu_references, label_smoothing=cfg.label_smoothing,
+        pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, max_len_a=cfg.decode_max_len_a,
         max_len_b=cfg.decode_max_len_b,
     )
-    optimizer = build_optimizer(model, betas=cfg.adam_betas, eps=cfg.adam_eps,
-                                weight_decay=cfg.weight_decay)
-    scheduler = build_scheduler(optimizer, schedule=LRSchedule(**cfg.schedule_for(model_cfg.d_model)))
 
-    stored_config = {
+
+# --- the model directory --------------------------------------------------------------------------
+
+
+def stored_config(cfg: TranslationTrainConfig, *, run_dir: Path, resume: bool,
+                  precision: PrecisionChoice, inputs: PreparedInputs | TextInputs,
+                  built: TranslationModel, extra: dict[str, Any]) -> dict[str, Any]:
+    """``config.json`` but the model's shape (which :func:`save_model_dir` adds): the task, the
+    training configuration, the precision, where the data came from, the tokenizers' settings
+    and the ``extra`` sections. A resumed run keeps what it stored when it started (data sizes,
+    extra sections) with the configuration and precision it continues with."""
+    if resume:
+        stored = {**read_record(run_dir).to_dict(), "training": cfg.to_dict(),
+                  "precision": precision.to_dict()}
+        stored.pop("model", None)
+        return stored
+    return {
         "task": "translation",
         "training": cfg.to_dict(),
         "precision": precision.to_dict(),
-        "data": inputs.record if prepared is not None else {
-            "train": train.name, "valid": valid.name if valid is not None else None,
-            "train_pairs": train_pairs, "valid_pairs": len(valid) if valid is not None else 0},
+        "data": inputs.record,
         "tokenizer": {"vocab_size": cfg.vocab_size, "joint": cfg.joint, "model_type": cfg.model_type,
-                      "src_vocab_size": src_tok.vocab_size, "tgt_vocab_size": tgt_tok.vocab_size},
-        **(extra_config or {}),
+                      "src_vocab_size": built.src_tokenizer.vocab_size,
+                      "tgt_vocab_size": built.tgt_tokenizer.vocab_size},
+        **extra,
     }
-    if resume:  # keep what the first run stored (data sizes, extra sections), with the new cfg
-        stored_config = {**read_config(run_dir), "training": cfg.to_dict(),
-                         "precision": precision.to_dict()}
-        stored_config.pop("model", None)
-
-    def save_best(best: torch.nn.Module, evaluation: dict[str, float]) -> None:
-        save_model_dir(run_dir, best, config={**stored_config, "best_validation": evaluation},
-                       src_tokenizer=src_tok, tgt_tokenizer=tgt_tok)
-
-    if info.is_main and not resume:
-        # the model directory is complete from the start: resume and the other verbs can read it
-        save_model_dir(run_dir, model, config=stored_config, src_tokenizer=src_tok,
-                       tgt_tokenizer=tgt_tok)
-    D.barrier()
-    trainer = Trainer(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
-                      train_data=data, config=cfg.loop_config(precision.precision),
-                      run_dir=run_dir,
-                      save_best=save_best, device=dev, progress=progress)
-    result = trainer.fit(resume=resume)
-    summary = summarize(result, run_dir=run_dir, model=model, cfg=cfg, train_pairs=train_pairs)
-    if cfg.average_last and info.is_main:
-        summary["average"] = _try_average(cfg, trainer, result, run_dir, save_best)
-    D.barrier()
-    return {**summary, "device": str(dev), "world_size": info.world_size,
-            "precision": precision.precision}
 
 
-def _try_average(cfg: TranslationTrainConfig, trainer: Trainer, result: TrainResult, run_dir: Path,
-                 save_best: Callable[[torch.nn.Module, dict[str, float]], None]) -> dict[str, Any] | None:
+class ModelWriter:
+    """Writes the run's model directory: ``config`` (see :func:`stored_config`), the weights of
+    the model given and the tokenizers; the Trainer's ``save_best``."""
+
+    def __init__(self, run_dir: Path, built: TranslationModel, *, config: dict[str, Any]) -> None:
+        self.run_dir = run_dir
+        self.config = config
+        self.tokenizers = built.src_tokenizer, built.tgt_tokenizer
+
+    def save(self, model: torch.nn.Module, evaluation: dict[str, Any] | None) -> None:
+        """Write ``model`` with its validation figures (``best_validation``; None: not validated)."""
+        config = self.config if evaluation is None else {**self.config, "best_validation": evaluation}
+        save_model_dir(self.run_dir, model, config=config, src_tokenizer=self.tokenizers[0],
+                       tgt_tokenizer=self.tokenizers[1])
+
+
+# --- the end of a run -----------------------------------------------------------------------------
+
+
+def try_average(cfg: TranslationTrainConfig, trainer: Trainer, result: TrainResult, run_dir: Path,
+                save_best: Callable[[torch.nn.Module, dict[str, Any]], None]) -> dict[str, Any] | None:
     """Average the snapshots of the last ``cfg.average_last`` evaluations into the model and
-    validate it; it becomes the run's model when its metric beats the best single model's.
+    validate it; it becomes the run's model (``save_best`` writes it) when its metric beats the
+    best single model's. Returns the ``average`` record of ``metrics.jsonl``, None without an average.
 
     The model is left holding the average (the checkpoint keeps the last weights for a resume).
     """
@@ -296,20 +229,16 @@ def _try_average(cfg: TranslationTrainConfig, trainer: Trainer, result: TrainRes
     return record
 
 
-def summarize(result: TrainResult, *, run_dir: Path, model: torch.nn.Module,
-              cfg: TranslationTrainConfig, train_pairs: int) -> dict[str, Any]:
-    """The JSON summary ``transformer train --json`` prints."""
+def summarize(result: TrainResult, *, run_dir: Path, model: Transformer,
+              cfg: TranslationTrainConfig, train_pairs: int,
+              precision: PrecisionChoice) -> dict[str, Any]:
+    """The JSON summary ``transformer train --json`` prints (but the device and world size)."""
     return {
-        "run_dir": str(run_dir),
-        "parameters": model.num_parameters(),
+        **run_summary(result, run_dir=run_dir, model=model, precision=precision),
         "preset": cfg.preset,
         "train_pairs": train_pairs,
-        "steps": result.steps,
-        "epochs": result.epochs,
         "train_s": round(result.elapsed_s, 2),
         "tokens_per_s": round(result.tokens_per_s, 1),
-        "stopped_by": result.stopped_by,
-        "best_step": result.best_step,
         "metric": cfg.metric,
         "best_metric": result.best_metric,
         "last_validation": result.last_eval,
@@ -327,8 +256,8 @@ def resume_translation(run_dir: Path | str, *, device: str = "auto", progress: b
 
 def resume_unlocked(run_dir: Path, *, device: str, progress: bool, **stop: Any) -> dict[str, Any]:
     """:func:`resume_translation` for a caller that holds the lock."""
-    stored = read_config(run_dir)
-    if stored.get("task", "translation") != "translation" or "training" not in stored:
+    stored = read_record(run_dir)
+    if not stored.is_translation or not stored.training:
         raise InputError(f"{run_dir / CONFIG_FILE}: not a translation run that can be resumed")
     if not has_checkpoint(run_dir):
         raise InputError(f"{run_dir / 'checkpoint'}: no checkpoint to resume from")
@@ -336,10 +265,12 @@ def resume_unlocked(run_dir: Path, *, device: str, progress: bool, **stop: Any) 
     if bad:
         raise ValueError(f"only {', '.join(RESUME_FIELDS)} can change on resume, not {', '.join(bad)}")
     try:
-        cfg = TranslationTrainConfig.from_dict(stored["training"])
-        cfg = cfg.replace(**{k: v for k, v in stop.items() if v is not None})
+        cfg = TranslationTrainConfig.from_dict(stored.section("training"))
     except (TypeError, ValueError) as err:
         raise InputError(f"{run_dir / CONFIG_FILE}: bad training configuration: {err}") from None
+    # a new budget the run's settings cannot take (a cool-down longer than max_steps) is the
+    # caller's fault, not the file's: a ValueError naming the field (the command line's flag)
+    cfg = cfg.replace(**{k: v for k, v in stop.items() if v is not None})
     return train_translation(cfg, run_dir=run_dir, device=device, progress=progress, resume=True)
 
 

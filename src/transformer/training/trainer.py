@@ -32,17 +32,26 @@ from torch import nn
 
 from transformer.errors import RunStopped
 from transformer.model_dir import unwrap
+from transformer.training import budget as B
 from transformer.training import distributed as D
-from transformer.training.checkpoint import seed_everything
+from transformer.training.exact_resume import restore_trainer, write_trainer_checkpoint
 from transformer.training.loop_state import EpochData, TrainConfig, TrainResult, TrainState
 from transformer.training.metrics_file import append_metrics
+from transformer.training.model_selection import record_evaluation
 from transformer.training.preemption import Preemption, exit_status
+from transformer.training.rng import seed_everything
+from transformer.training.schedule import set_progress
 from transformer.training.task import Task
-from transformer.training.trainer_checkpoint import restore_trainer, write_trainer_checkpoint
+from transformer.training.train_log import (
+    progress_bar,
+    show_on_bar,
+    train_line,
+    train_record,
+    valid_line,
+    valid_record,
+)
 
 log = logging.getLogger(__name__)
-
-STOP_REASONS = (None, "epochs", "max_steps", "minutes", "patience")
 
 
 class Trainer:
@@ -180,11 +189,7 @@ class Trainer:
                 if stopped_by is not None:
                     break
                 if plan_epoch != st.epoch:
-                    plan, plan_epoch = self.train_data.for_epoch(st.epoch), st.epoch
-                    # ranks must agree on the number of updates or DDP would wait forever
-                    n = D.all_reduce_min(len(plan), device=self.device)
-                    if n == 0:
-                        raise ValueError(f"no training batches in epoch {st.epoch}")
+                    (plan, n), plan_epoch = self.epoch_plan(st.epoch), st.epoch
                 first = st.batch_index
                 group = [plan[i] for i in range(first, min(n, first + cfg.accumulate))]
                 loss, norm, tokens = self._update(group)
@@ -234,6 +239,15 @@ class Trainer:
             tokens_per_s=st.tokens * self.dist.world_size / max(st.elapsed_s, 1e-9),
         )
 
+    def epoch_plan(self, epoch: int) -> tuple[Sequence[Any], int]:
+        """Epoch ``epoch``'s batches, and how many of them every rank trains on."""
+        plan = self.train_data.for_epoch(epoch)
+        # ranks must agree on the number of updates or DDP would wait forever
+        n = D.all_reduce_min(len(plan), device=self.device)
+        if n == 0:
+            raise ValueError(f"no training batches in epoch {epoch}")
+        return plan, n
+
     def _evaluate_and_save(self, n: int) -> None:
         """Evaluate, then write the checkpoint holding how long the evaluation took (the reserve
         a ``minutes`` budget keeps for the evaluations that follow its stop)."""
@@ -244,34 +258,23 @@ class Trainer:
         self._checkpoint()
 
     def budget_used(self, elapsed: float, batches_per_epoch: int) -> float:
-        """The share of the budget used after ``elapsed`` seconds, from 0 to 1: the largest of
-        updates / max_steps, epochs done / epochs and elapsed / (minutes minus the reserve)."""
-        cfg, st = self.config, self.state
-        shares = [0.0]
-        if cfg.max_steps is not None:
-            shares.append(st.step / cfg.max_steps)
-        if cfg.epochs is not None:
-            shares.append((st.epoch + st.batch_index / max(batches_per_epoch, 1)) / cfg.epochs)
-        if cfg.minutes is not None:
-            shares.append(elapsed / max(cfg.minutes * 60 - self._reserve(), 1e-9))
-        return min(1.0, max(shares))
+        """The share of the budget used after ``elapsed`` seconds, from 0 to 1
+        (:func:`~transformer.training.budget.budget_used`)."""
+        return B.budget_used(self.config, self.state, elapsed=elapsed,
+                             batches_per_epoch=batches_per_epoch, reserve=self._reserve())
 
     def eta_s(self, batches_per_epoch: int) -> float | None:
         """Seconds left until the budget (updates, epochs or minutes, whichever ends first) is
         used at the pace so far; None before the first update or without a budget. Early stopping
         (``patience``) may end the run sooner."""
         share = self.budget_used(self.state.elapsed_s, batches_per_epoch)
-        if share <= 0.0:
-            return None
-        return self.state.elapsed_s * (1.0 - share) / share
+        return B.eta_s(share=share, elapsed=self.state.elapsed_s)
 
     def planned_updates(self, batches_per_epoch: int) -> int | None:
         """The updates the run will have made when its budget is used: ``max_steps`` when that
         is the budget, else the updates so far scaled by the share of the budget they used."""
         share = self.budget_used(self.state.elapsed_s, batches_per_epoch)
-        if share <= 0.0:
-            return self.config.max_steps
-        return max(self.state.step, round(self.state.step / share))
+        return B.planned_updates(share=share, step=self.state.step, max_steps=self.config.max_steps)
 
     def _reserve(self) -> float:
         """Seconds a ``minutes`` budget keeps for the evaluations that follow the stop."""
@@ -282,9 +285,7 @@ class Trainer:
         if self.scheduler is None:
             return
         progress = D.broadcast_float(self.budget_used(self.state.elapsed_s, n), device=self.device)
-        for rate in getattr(self.scheduler, "lr_lambdas", ()):
-            if hasattr(rate, "progress"):
-                rate.progress = progress
+        set_progress(self.scheduler, progress)
         self.scheduler.step()
 
     def _at_boundary(self, preemption: Preemption, since_save: float) -> tuple[int, bool]:
@@ -317,19 +318,10 @@ class Trainer:
                              f"last good checkpoint is kept in {where}")
 
     def _stop_reason(self, elapsed: float) -> str | None:
-        cfg, st = self.config, self.state
-        reason = None
-        if cfg.max_steps is not None and st.step >= cfg.max_steps:
-            reason = "max_steps"
-        elif cfg.epochs is not None and st.epoch >= cfg.epochs:
-            reason = "epochs"
-        elif cfg.patience is not None and st.bad_evals >= cfg.patience:
-            reason = "patience"
-        elif cfg.minutes is not None and elapsed + self._reserve() >= cfg.minutes * 60:
-            reason = "minutes"
+        reason = B.stop_reason(self.config, self.state, elapsed=elapsed, reserve=self._reserve())
         # rank 0's clock and early-stopping counters decide for everyone
-        code = D.broadcast_int(STOP_REASONS.index(reason), device=self.device)
-        return STOP_REASONS[code]
+        code = D.broadcast_int(B.STOP_REASONS.index(reason), device=self.device)
+        return B.STOP_REASONS[code]
 
     # --- logging, evaluation, checkpoints ---------------------------------------------------------
 
@@ -345,36 +337,14 @@ class Trainer:
         )
         now = self.clock()
         eta = self.eta_s(n)
-        record = {
-            "kind": "train",
-            "step": self.state.step,
-            "epoch": self._epochs_done(n),
-            "loss": loss / max(norm, 1.0),
-            "lr": self._lr(),
-            "tokens_per_s": tokens / max(now - window["t"], 1e-9),
-            "elapsed_s": round(self.state.elapsed_s, 3),
-            "eta_s": None if eta is None else round(eta, 1),
-            "skipped_updates": self.state.skipped_updates,
-        }
+        record = train_record(self.state, epoch=self._epochs_done(n), loss=loss / max(norm, 1.0),
+                              lr=self._lr(), tokens_per_s=tokens / max(now - window["t"], 1e-9),
+                              eta=eta)
         window.update(loss=0.0, norm=0, tokens=0, t=now)
         if self._bar is not None:  # the total the budget allows, at the pace so far
-            self._bar.total = self.planned_updates(n) or self._bar.total
-            self._bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
-                                  tok_s=f"{record['tokens_per_s']:,.0f}",
-                                  epoch=f"{record['epoch']:.2f}", refresh=False)
+            show_on_bar(self._bar, record, planned=self.planned_updates(n))
         else:
-            cfg = self.config
-            steps = f"/{cfg.max_steps}" if cfg.max_steps is not None else ""
-            epochs = f"/{cfg.epochs}" if cfg.epochs is not None else ""
-            time = _clock(record["elapsed_s"])
-            if cfg.minutes is not None:
-                time += f"/{_clock(cfg.minutes * 60)}"
-            self._say(
-                f"step {record['step']}{steps} | epoch {record['epoch']:.2f}{epochs} | "
-                f"loss {record['loss']:.4f} | lr {record['lr']:.3e} | "
-                f"{record['tokens_per_s']:,.0f} tok/s | {time}"
-                + (f" | eta {_clock(round(eta))}" if eta is not None else "")
-            )
+            self._say(train_line(record, config=self.config, eta=eta))
         self.write_metrics(record)
 
     def _evaluate(self, n: int) -> None:
@@ -384,30 +354,13 @@ class Trainer:
         if self.dist.is_main:
             with self.autocast():
                 result = self.task.evaluate(self.model)
-            if result is None:  # no validation data: the last model is the one to keep
-                if self.save_best is not None:
-                    self.save_best(self.model, {})
-                st.best_step = st.step
-            else:
-                metric, higher = self.task.metric, self.task.higher_is_better
-                if metric not in result:  # e.g. no BLEU sample: select by validation loss
-                    metric, higher = "loss", False
-                value = float(result[metric])
-                better = st.best_metric is None or (
-                    value > st.best_metric if higher else value < st.best_metric
-                )
-                if better:
-                    st.best_metric, st.best_step, st.bad_evals = value, st.step, 0
-                    if self.save_best is not None:
-                        self.save_best(self.model, result)
-                else:
-                    st.bad_evals += 1
-                st.last_eval = {k: float(v) for k, v in result.items()}
-                record = {"kind": "valid", "step": st.step, "epoch": self._epochs_done(n),
-                          "lr": self._lr(), "elapsed_s": round(st.elapsed_s, 3), **st.last_eval}
-                figures = " | ".join(f"{k} {v:.4g}" for k, v in st.last_eval.items())
-                self._say(f"valid step {st.step} | {figures}" + (" | best" if better else ""))
-                self.write_metrics(record)
+            better = record_evaluation(st, result, metric=self.task.metric,
+                                       higher_is_better=self.task.higher_is_better)
+            if better and self.save_best is not None:
+                self.save_best(self.model, result if result is not None else {})
+            if result is not None:
+                self._say(valid_line(st, better=better))
+                self.write_metrics(valid_record(st, epoch=self._epochs_done(n), lr=self._lr()))
         D.barrier()
 
     def _checkpoint(self) -> None:
@@ -431,22 +384,10 @@ class Trainer:
 
     @contextlib.contextmanager
     def _progress_bar(self) -> Iterator[None]:
-        if not (self.progress and self.dist.is_main):
-            yield
-            return
-        from tqdm import tqdm
-
-        with tqdm(total=self.config.max_steps, initial=self.state.step, unit="step",
-                  dynamic_ncols=True, leave=True) as bar:
+        with progress_bar(enabled=self.progress and self.dist.is_main,
+                          total=self.config.max_steps, initial=self.state.step) as bar:
             self._bar = bar
             try:
                 yield
             finally:
                 self._bar = None
-
-
-def _clock(seconds: float) -> str:
-    """``83.2`` -> ``"1m23s"``."""
-    m, s = divmod(int(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"

@@ -1,4 +1,4 @@
-"""The classifier training pipeline's pieces: positive weights (its configuration and presets:
+"""The classifier run's inputs: positive weights (the classifier's configuration and presets:
 tests/config/; the linear learning-rate decay is tested with the other schedules)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from transformer.training.train_classifier import positive_weights
+from transformer.training.classifier_inputs import positive_weights
 
 
 def test_positive_weights_are_sqrt_of_negatives_over_positives():

@@ -1,5 +1,5 @@
-"""The :class:`~transformer.training.trainer.Trainer`'s checkpoint: what it saves and how it comes
-back, so that a resumed run makes the updates an uninterrupted one would have made.
+"""Exact resume: what a :class:`~transformer.training.trainer.Trainer` saves in its checkpoint and
+how it comes back, so that a resumed run makes the updates an uninterrupted one would have made.
 
 Saved: weights, optimizer, scheduler, grad scaler, the loop's counters and data position
 (:class:`~transformer.training.loop_state.TrainState`), the RNG states of every rank and what
@@ -7,6 +7,12 @@ their arithmetic depends on (:mod:`~transformer.training.reproducibility`: the t
 back on resume, and the machine kind). Rank 0 writes; when its write fails (a full disk), every
 rank raises the same one-line :class:`~transformer.errors.WriteError` and the previous checkpoint
 is left as it was.
+
+A resume may be given another budget than the run had (``train --resume RUN --max-steps 8``): the
+checkpoint records the budget it was written under, and when it differs the schedule follows the
+new one from the next update on (:func:`follow_budget`); with the same budget nothing changes and
+the resume is exact. The files themselves (``RUN_DIR/checkpoint/``, ``RUN_DIR/snapshots/``) are
+:mod:`~transformer.training.checkpoint`.
 """
 
 from __future__ import annotations
@@ -22,15 +28,21 @@ from transformer.training import distributed as D
 from transformer.training.checkpoint import (
     drop_snapshots_after,
     load_checkpoint,
-    rng_state,
     save_checkpoint,
     save_snapshot,
-    seed_everything,
-    set_rng_state,
 )
-from transformer.training.loop_state import TrainState
+from transformer.training.loop_state import TrainConfig, TrainState
 from transformer.training.metrics_file import truncate_metrics
 from transformer.training.reproducibility import arithmetic, restore_arithmetic
+from transformer.training.rng import rng_state, seed_everything, set_rng_state
+from transformer.training.schedule import (
+    LRSchedule,
+    keep_settings,
+    rates_of,
+    rerate,
+    set_progress,
+    settings_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +64,7 @@ def write_trainer_checkpoint(trainer: Any) -> None:
             "rng": [rng for rng, _ in ranks],
             "arithmetic": [machine for _, machine in ranks],
             "world_size": trainer.dist.world_size,
+            "budget": budget_of(trainer.config),
         }
         try:
             save_checkpoint(trainer.run_dir, model=trainer.model, state=state)
@@ -70,6 +83,7 @@ def restore_trainer(trainer: Any) -> None:
     counters and RNGs; drop the metrics lines and snapshots written after it."""
     if trainer.run_dir is None:
         raise ValueError("resume needs a run_dir")
+    settings = settings_of(trainer.scheduler)  # this run's, before the checkpoint's replace them
     saved = load_checkpoint(trainer.run_dir, model=trainer.model, map_location="cpu")
     where = trainer.run_dir / "checkpoint"
     try:
@@ -92,9 +106,40 @@ def restore_trainer(trainer: Any) -> None:
         log.warning("checkpoint has %d RNG states for %d processes; reseeding",
                     len(rngs), dist.world_size)
         seed_everything(trainer.config.seed + trainer.state.step + dist.rank)
+    follow_budget(trainer, settings=settings, saved_budget=saved.get("budget"))
     if dist.is_main:
         truncate_metrics(trainer.run_dir, trainer.state.step)
         drop_snapshots_after(trainer.run_dir, trainer.state.step)
         log.info("resumed %s at update %d (epoch %d, batch %d), %d CPU thread%s", trainer.run_dir,
                  trainer.state.step, trainer.state.epoch, trainer.state.batch_index,
                  torch.get_num_threads(), "" if torch.get_num_threads() == 1 else "s")
+
+
+def budget_of(config: TrainConfig) -> dict[str, Any]:
+    """The budget of a run's loop settings: updates, epochs and minutes (None: not bounded by it)."""
+    return {"max_steps": config.max_steps, "epochs": config.epochs, "minutes": config.minutes}
+
+
+def follow_budget(trainer: Any, *, settings: list[LRSchedule],
+                  saved_budget: dict[str, Any] | None) -> None:
+    """After a checkpoint was loaded into ``trainer``: when the run now has another budget than
+    ``saved_budget`` (the checkpoint's; None in one written before it was recorded) or other
+    schedule ``settings`` than the checkpoint's (``total`` follows ``max_steps``), keep this run's
+    settings and set the rate of the next update by them and by the share of the new budget
+    used so far. The checkpoint's optimizer holds the rate its own budget gave that update."""
+    scheduler = trainer.scheduler
+    if not rates_of(scheduler):  # no schedule of this package's: nothing follows a budget
+        return
+    budget = budget_of(trainer.config)
+    changed = keep_settings(scheduler, settings)
+    if not changed and saved_budget in (None, budget):
+        return
+    _, n = trainer.epoch_plan(trainer.state.epoch)
+    share = trainer.budget_used(trainer.state.elapsed_s, n)
+    set_progress(scheduler, D.broadcast_float(share, device=trainer.device))  # rank 0's clock
+    rerate(scheduler)
+    if trainer.dist.is_main:
+        changes = [f"{key} {saved_budget.get(key)} -> {value}" for key, value in budget.items()
+                   if saved_budget is not None and saved_budget.get(key) != value]
+        log.info("resumed with another budget (%s): the schedule follows it from update %d",
+                 ", ".join(changes) or "other schedule settings", trainer.state.step + 1)

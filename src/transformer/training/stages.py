@@ -1,0 +1,91 @@
+"""The stages both training recipes share, :func:`~transformer.training.train_translation.train_translation`
+and :func:`~transformer.training.train_classifier.train_classifier`. Each recipe reads as its
+stages in order; these are the ones that are the same for both:
+
+    seed_everything(cfg.seed)                                    # transformer.training.rng
+    model = ...                                                  # the recipe's: tokenizer and model
+    precision = setup_precision(cfg.precision, model=model, device=device)
+    data, task = ...                                             # the recipe's: batches, validation
+    optimizer, scheduler = setup_optimizer(model, schedule=LRSchedule(...), weight_decay=...)
+    trainer, result = train(model=model, task=task, ..., save_best=writer.save)
+    summary = {**run_summary(result, run_dir=run_dir, model=model, precision=precision), ...}
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from transformer.model import Transformer, TransformerClassifier
+from transformer.precision import PrecisionChoice, resolve_precision
+from transformer.training import distributed as D
+from transformer.training.loop_state import EpochData, TrainConfig, TrainResult
+from transformer.training.optimizer import ADAM_BETAS, ADAM_EPS, build_optimizer
+from transformer.training.schedule import LRSchedule, build_scheduler
+from transformer.training.task import Task
+from transformer.training.trainer import Trainer
+
+log = logging.getLogger(__name__)
+
+
+def setup_precision(requested: str, *, model: nn.Module, device: torch.device | str,
+                    previous: Mapping[str, Any] | None = None) -> PrecisionChoice:
+    """The training precision ``requested`` (auto, fp32, bf16, fp16) resolved for ``model`` on
+    ``device``, logged. Under ``torchrun`` rank 0 probes and every rank takes its choice.
+    ``previous``: the choice a resumed run stored when it started (see ``resolve_precision``)."""
+    info = D.current()
+    precision = None
+    if info.is_main:  # one probe, one choice for every rank
+        precision = resolve_precision(requested, model=model, device=device, training=True,
+                                      previous=previous)
+    if info.is_distributed:
+        precision = D.broadcast_object(precision)
+    assert precision is not None
+    log.info("%s%s", precision.describe(),
+             f"; {precision.probe.describe()}" if precision.probe is not None else "")
+    if precision.warning:
+        log.warning(precision.warning)
+    return precision
+
+
+def setup_optimizer(model: nn.Module, *, schedule: LRSchedule, weight_decay: float,
+                    betas: tuple[float, float] = ADAM_BETAS, eps: float = ADAM_EPS,
+                    ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """Adam (AdamW with ``weight_decay``) over ``model``'s parameters, and the scheduler that sets
+    its learning rate by ``schedule`` at every update."""
+    optimizer = build_optimizer(model, betas=betas, eps=eps, weight_decay=weight_decay)
+    return optimizer, build_scheduler(optimizer, schedule=schedule)
+
+
+def train(*, model: nn.Module, task: Task, optimizer: torch.optim.Optimizer,
+          scheduler: torch.optim.lr_scheduler.LRScheduler, data: EpochData, loop: TrainConfig,
+          run_dir: Path, save_best: Callable[[nn.Module, dict[str, float]], None],
+          device: torch.device | str, progress: bool, resume: bool = False,
+          ) -> tuple[Trainer, TrainResult]:
+    """Train ``model`` on ``data`` with the ``loop`` settings until the budget is used (with
+    ``resume`` from ``run_dir``'s checkpoint); ``save_best`` writes each better model. Returns the
+    Trainer (its model holds the last weights) and what it reports."""
+    trainer = Trainer(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
+                      train_data=data, config=loop, run_dir=run_dir, save_best=save_best,
+                      device=device, progress=progress)
+    return trainer, trainer.fit(resume=resume)
+
+
+def run_summary(result: TrainResult, *, run_dir: Path, model: Transformer | TransformerClassifier,
+                precision: PrecisionChoice) -> dict[str, Any]:
+    """The part of a recipe's JSON summary both recipes report: where the model is, its size, how
+    far the run went, why it stopped, the update of the best model and the precision it ran in."""
+    return {
+        "run_dir": str(run_dir),
+        "parameters": model.num_parameters(),
+        "steps": result.steps,
+        "epochs": result.epochs,
+        "stopped_by": result.stopped_by,
+        "best_step": result.best_step,
+        "precision": precision.precision,
+    }
