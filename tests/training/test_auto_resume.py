@@ -24,6 +24,7 @@ def started(tmp_path, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"format_version": FORMAT_VERSION, "task": "translation",
+                                                "model": cfg.model.to_dict(),
                                                 "training": cfg.to_dict()}))
     (run / "metrics.jsonl").write_text('{"kind": "train", "step": 1}\n')
     (run / "snapshot.safetensors").write_bytes(b"weights")
