@@ -108,16 +108,16 @@ def edit_config(run, **changes):
     path.write_text(json.dumps(config))
 
 
-@pytest.mark.parametrize("stored", [
-    {"training": None},  # no training section
-    {"training": "not a dict"},
+@pytest.mark.parametrize(("stored", "reason"), [
+    ({"training": None}, "holds no training configuration; not a run to resume"),
+    ({"training": "not a dict"}, "'training' must be a JSON object"),  # the record's own check
 ])
-def test_a_directory_that_holds_no_run_is_refused(started, stored):
+def test_a_directory_that_holds_no_run_is_refused(started, stored, reason):
     cfg, run, calls = started
     edit_config(run, **stored)
     with pytest.raises(InputError) as refused:
         auto_resume.train_or_resume_translation(cfg, run_dir=run)
-    assert str(refused.value) == f"{run / 'config.json'}: holds no training configuration; not a run to resume"
+    assert str(refused.value) == f"{run / 'config.json'}: {reason}"
     assert calls == []
 
 
