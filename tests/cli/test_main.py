@@ -51,3 +51,12 @@ def test_a_write_error_exits_1_with_one_line(tmp_path, capsys, monkeypatch):
     assert main(["version"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("transformer: error: ") and "\n" not in err and str(tmp_path) in err
+
+
+def test_the_entry_imports_no_training():
+    """Starting the command line loads no training module: a verb that needs one (train, and the
+    end of its process in a distributed rank) imports it when it runs."""
+    code = ("import sys, transformer.cli\n"
+            "print([m for m in sys.modules if m.startswith('transformer.training')])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

@@ -340,3 +340,47 @@ def test_a_decoder_start_token_of_its_own_is_our_bos_row(tmp_path, proto):
     model = load_model_dir(tmp_path / "run").model
     assert torch.equal(model.tgt_embed.token.weight[2], state["shared.weight"][5])
     assert model.output_projection.bias[2] == state["final_logits_bias"].reshape(-1)[5]
+
+
+def contents(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` by relative path, with its bytes."""
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_import_refuses_a_directory_holding_something_unless_told_to_overwrite(tmp_path, proto):
+    """The guard is the library's (a Python call), and the command line passes --overwrite."""
+    from transformer.cli import main
+    from transformer.model_dir import load_model_dir
+
+    first = marian_dir(tmp_path / "first", proto)
+    state = hf_state(model_config(MARIAN, PATH, len(ORDER)), 5)
+    state["shared.weight"] = state["shared.weight"] + 1.0
+    second = marian_dir(tmp_path / "second", proto, state=state)
+    run = tmp_path / "run"
+    import_marian(first, run)
+    before = contents(run)
+    assert refusal(import_marian, second, run) == (
+        f"{run} already holds a model; pass --overwrite to replace it")
+    assert contents(run) == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert refusal(import_marian, second, other) == (
+        f"{other}: exists and is not an empty directory; pass --overwrite to write the model into it")
+    assert contents(other) == {"notes.txt": b"mine"}
+    (tmp_path / "empty").mkdir()
+    import_marian(first, tmp_path / "empty")  # an empty directory is a new one
+
+    import_marian(second, run, overwrite=True)
+    loaded = load_model_dir(run)
+    assert loaded.record.imported_from["path"] == str(second.resolve())
+    assert torch.equal(loaded.model.tgt_embed.token.weight[2], state["shared.weight"][4])
+
+    before = contents(run)
+    assert main(["import", "marian", str(first), "--out", str(run)]) == 2
+    assert contents(run) == before
+    assert main(["import", "marian", str(first), "--out", str(run), "--overwrite"]) == 0
+    weights = load_model_dir(run).model.state_dict()  # the first model's again
+    for name, tensor in load_model_dir(tmp_path / "empty").model.state_dict().items():
+        assert torch.equal(weights[name], tensor), name

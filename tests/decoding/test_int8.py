@@ -207,6 +207,7 @@ def test_int8_on_qnnpack_is_close_to_float32(rows):
 
 @pytest.mark.usefixtures("arm_engine")
 def test_int8_decoding_on_qnnpack_mostly_equals_float32(copy_model, sources):
+    before = torch.backends.quantized.engine
     src = sources(7, 40, min_len=2)
     decoder = FastDecoder(copy_model, precision="int8")
     for decode in (greedy_decode, beam_search):
@@ -215,4 +216,30 @@ def test_int8_decoding_on_qnnpack_mostly_equals_float32(copy_model, sources):
                       decoder=decoder)
         same = sum(a == b for a, b in zip(full, int8, strict=True))
         assert same >= 0.8 * len(src), f"{decode.__name__}: {same} of {len(src)} equal"
-    assert torch.backends.quantized.engine == "qnnpack"  # what the weights were packed for
+    assert torch.backends.quantized.engine == before  # packed for qnnpack, the setting left alone
+
+
+@pytest.mark.parametrize("fake_arm", [False, True])
+def test_packing_leaves_the_engine_as_it_was_and_computes_the_same_under_any(
+        fake_arm, monkeypatch, request):
+    """The engine is set only while a weight is packed; the packed weight carries its engine's
+    kernel, so the product is the same whatever engine is in force when it runs."""
+    from transformer.decoding.packing import int8_linear_weight
+
+    if fake_arm:
+        request.getfixturevalue("arm_engine")
+    monkeypatch.setattr(torch.backends.quantized, "engine", torch.backends.quantized.engine)
+    others = [e for e in torch.backends.quantized.supported_engines if e != int8_engine()]
+    if not others:
+        pytest.skip("this PyTorch build has a single quantized engine")
+    torch.backends.quantized.engine = others[0]
+    torch.manual_seed(0)
+    layer = nn.Linear(64, 200)
+    weight = int8_linear_weight(layer)
+    assert weight.engine == int8_engine()
+    assert torch.backends.quantized.engine == others[0]
+    x = torch.randn(5, 64)
+    outside = torch.ops.quantized.linear_dynamic(x, weight.packed, weight.reduce_range)
+    torch.backends.quantized.engine = weight.engine
+    inside = torch.ops.quantized.linear_dynamic(x, weight.packed, weight.reduce_range)
+    assert torch.equal(outside, inside)

@@ -124,9 +124,19 @@ def test_a_rank_ends_with_its_status_after_leaving_the_group(monkeypatch):
 
 
 def test_the_command_line_of_a_rank_ends_the_process_with_its_status(monkeypatch, tmp_path):
+    """train declares how its process ends (the entry's end_process): a rank that joined a group
+    ends there, with the status of its error, after leaving the group."""
     from transformer.cli import main
 
     ended = ended_with(monkeypatch)
     with pytest.raises(SystemExit):
-        main(["translate", "--model", str(tmp_path / "missing")])
-    assert ended == ["left the group", 2]
+        main(["train", "--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "run")])
+    assert ended[-2:] == ["left the group", 2]
+
+
+def test_a_verb_that_joins_no_group_returns_its_status(monkeypatch, tmp_path):
+    from transformer.cli import main
+
+    ended = ended_with(monkeypatch)
+    assert main(["translate", "--model", str(tmp_path / "missing")]) == 2
+    assert ended == []

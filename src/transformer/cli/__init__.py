@@ -2,20 +2,20 @@
 
 One module per verb, each with ``add(subparsers)`` (its flags; configuration flags are declared
 once in ``cli.common``) and ``run(args) -> int`` (parse, call one library function, print). Verbs
-import their area lazily so ``transformer --help`` stays fast.
+import their area lazily so ``transformer --help`` stays fast. A verb whose process may have to
+end elsewhere than here (a rank of a distributed ``train``) also sets ``end_process``, a function
+of the exit status that returns it or ends the process with it.
 
 Exit status: 0 success, 2 bad usage or bad input (one line on stderr naming the file, line or
-value), 1 internal failure.
+value), 1 internal failure (:mod:`transformer.cli.errors`). The parser: :mod:`transformer.cli.parser`.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
 
 from transformer.cli import (
     attention,
@@ -34,8 +34,9 @@ from transformer.cli import (
     translate,
     version,
 )
-from transformer.cli.common import did_you_mean, emit_json
-from transformer.errors import InputError, RunStopped, WriteError
+from transformer.cli.common import emit_json
+from transformer.cli.errors import run_handler
+from transformer.cli.parser import Parser
 
 # in workflow order: train, use, look inside, serve, convert (as the help's epilog groups them)
 VERBS = (demo, prepare, train, classify, average, memory, config, translate, evaluate, attention,
@@ -57,24 +58,6 @@ workflows (one example each; `transformer VERB --help` for the rest):
 __all__ = ["build_parser", "emit_json", "main"]
 
 
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage error is three lines, not the whole usage: the short usage,
-    the error (a bad choice lists the choices in one line, with a "did you mean") and where the
-    help is. Exit status 2. Subparsers are of the same class (argparse's ``parser_class``)."""
-
-    def error(self, message: str) -> NoReturn:
-        formatter = self._get_formatter()
-        formatter.add_usage(None, self._get_positional_actions(), [])
-        usage = formatter.format_help().strip()
-        usage += " [options]" if len(self._get_optional_actions()) > 1 else ""
-        self.exit(2, f"{usage}\n{self.prog}: error: {message}\nsee `{self.prog} --help`\n")
-
-    def _check_value(self, action: argparse.Action, value: Any) -> None:
-        if action.choices is not None and value not in action.choices:
-            raise argparse.ArgumentError(
-                action, f"invalid choice: {value!r}; {did_you_mean(value, action.choices)}")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every verb; a parsed verb carries its ``handler``."""
     parser = Parser(
@@ -92,8 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line on ``argv`` (default: sys.argv); returns the exit status (a rank of a
-    distributed run ends the process with it instead: see ``distributed.end_process``)."""
+    """Run the command line on ``argv`` (default: sys.argv); returns the exit status, unless the
+    verb's ``end_process`` ends the process with it (a rank of a distributed ``train``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -105,57 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "handler"):
         parser.print_help(sys.stderr)
         return 2
-    status = _run(args, typed=list(sys.argv[1:] if argv is None else argv), parser=parser)
-    distributed = sys.modules.get("transformer.training.distributed")
-    return distributed.end_process(status) if distributed is not None else status
-
-
-def _aliases(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
-    """Every flag's old spellings (``--num-heads``: ``--heads``), over all verbs."""
-    found: dict[str, dict[str, None]] = {}  # flag -> its old spellings, in order, once each
-
-    def walk(p: argparse.ArgumentParser) -> None:
-        for action in p._actions:  # noqa: SLF001
-            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-                for sub in action.choices.values():
-                    walk(sub)
-            names = [n for n in action.option_strings
-                     if n.startswith("--") and not n.startswith("--no-")]
-            for old in names[1:]:
-                found.setdefault(names[0], {})[old] = None
-
-    walk(parser)
-    return {flag: list(old) for flag, old in found.items()}
-
-
-def as_typed(message: str, typed: Sequence[str], parser: argparse.ArgumentParser) -> str:
-    """``message`` with each flag named as the user typed it: an old spelling they used
-    (``--heads``) instead of the flag's name (``--num-heads``)."""
-    given = {word.partition("=")[0] for word in typed if word.startswith("--")}
-    for flag, old in _aliases(parser).items():
-        used = [name for name in old if name in given]
-        if used and flag not in given:
-            message = re.sub(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", used[0], message)
-    return message
-
-
-def _run(args: argparse.Namespace, *, typed: Sequence[str] = (),
-         parser: argparse.ArgumentParser | None = None) -> int:
-    """The exit status of the parsed verb: its handler's, or the one its error calls for."""
-    try:
-        return int(args.handler(args) or 0)
-    except InputError as err:
-        message = str(err) if parser is None else as_typed(str(err), typed, parser)
-        print(f"transformer: error: {message}", file=sys.stderr)
-        return 2
-    except RunStopped as err:  # a signal or a diverged run: the checkpoint on disk is good
-        print(f"transformer: {err}", file=sys.stderr)
-        return err.exit_status
-    except WriteError as err:
-        print(f"transformer: error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("transformer: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+    status = run_handler(args, typed=list(sys.argv[1:] if argv is None else argv), parser=parser)
+    end_process = getattr(args, "end_process", None)
+    return status if end_process is None else end_process(status)

@@ -32,16 +32,14 @@ def run(args: argparse.Namespace) -> int:
     from transformer.training.average import average_model_dirs, average_snapshots
 
     out = Path(args.out)
-    if (out / "config.json").exists() and not args.overwrite:
-        raise InputError(f"{out} already holds a model; pass --overwrite to replace it")
     if args.last is not None:
         if len(args.models) != 1:
             raise InputError(f"--last averages the snapshots of one run, got {len(args.models)} "
                              "model directories")
-        summary = average_snapshots(args.models[0], out, last=args.last)
+        summary = average_snapshots(args.models[0], out, last=args.last, overwrite=args.overwrite)
         what = f"the last {args.last} snapshots (updates {', '.join(map(str, summary['steps']))})"
     else:
-        summary = average_model_dirs(args.models, out)
+        summary = average_model_dirs(args.models, out, overwrite=args.overwrite)
         what = f"{len(summary['averaged_from'])} models ({summary['parameters']:,} parameters)"
     if args.json:
         emit_json(summary)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from transformer.cli.common import add_json, emit_json
-from transformer.errors import InputError
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -31,13 +30,9 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run_marian(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from transformer.convert.marian import import_marian
 
-    if (Path(args.out) / "config.json").exists() and not args.overwrite:
-        raise InputError(f"{args.out} already holds a model; pass --overwrite to replace it")
-    summary = import_marian(args.path, args.out)
+    summary = import_marian(args.path, args.out, overwrite=args.overwrite)
     if args.json:
         emit_json(summary)
     else:

@@ -119,7 +119,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                      "may change), a fresh optimizer and schedule")
     add_training_run(run, threads_note="a --resume takes the count the run started with, so it "
                      "ends bit for bit as a straight run")
-    p.set_defaults(handler=run_train)
+    p.set_defaults(handler=run_train, end_process=end_rank)
 
 
 # flags whose name is not their key's (see flag_of), for the messages of --init-from
@@ -147,6 +147,15 @@ def config_of(args: argparse.Namespace) -> object:
             *MESSAGE_FLAGS)
     return as_input_error(lambda: translation_config(args.preset or "small", changes),
                           *MESSAGE_FLAGS)
+
+
+def end_rank(status: int) -> int:
+    """How a ``train`` process ends (the entry's ``end_process``): with ``status`` returned, or,
+    in a rank that joined a distributed group, the process ended here with it
+    (:func:`transformer.training.distributed.end_process`)."""
+    from transformer.training import distributed  # already imported by run_train
+
+    return distributed.end_process(status)
 
 
 def run_train(args: argparse.Namespace) -> int:

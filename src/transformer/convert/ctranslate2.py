@@ -32,10 +32,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from transformer.convert.output import write_new_dir
 from transformer.errors import InputError
 from transformer.hardware import VNNI_FLAGS, cpu_flags
 from transformer.model.transformer import Transformer
+from transformer.model_dir.output import write_new_dir
 
 # our activation name -> CTranslate2's Activation member name
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}
@@ -189,12 +189,15 @@ def ctranslate2_spec(model: Transformer, *, source_vocabulary: Sequence[str],
 
 def save_ctranslate2(model: Transformer, out_dir: str | os.PathLike[str], *,
                      source_vocabulary: Sequence[str], target_vocabulary: Sequence[str],
-                     quantization: str | None = None, add_source_eos: bool = False) -> Path:
+                     quantization: str | None = None, add_source_eos: bool = False,
+                     overwrite: bool = False) -> Path:
     """Write ``model`` as a CTranslate2 directory (``model.bin``, ``config.json``, vocabularies)
     that ``ctranslate2.Translator(out_dir)`` loads; ``quantization`` (e.g. ``"int8"``) is applied
     to the weights as CTranslate2's converters do; ``add_source_eos`` makes CTranslate2 end each
     source with ``</s>`` (a model imported from Marian). The directory is written beside and
-    renamed into place, so a failure leaves no half-written model."""
+    renamed into place, so a failure leaves no half-written model. ``out_dir`` must be new or
+    empty (InputError naming it, nothing written) unless ``overwrite``: then its content is
+    replaced. Returns ``out_dir`` as a Path."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise InputError(f"unknown quantization {quantization!r}; choose from "
                          f"{', '.join(QUANTIZATIONS)}")
@@ -203,7 +206,7 @@ def save_ctranslate2(model: Transformer, out_dir: str | os.PathLike[str], *,
     spec.config.add_source_eos = add_source_eos
     spec.validate()
     spec.optimize(quantization=quantization)
-    return write_new_dir(out_dir, lambda tmp: spec.save(str(tmp)))
+    return write_new_dir(out_dir, lambda tmp: spec.save(str(tmp)), overwrite=overwrite)
 
 
 def vocabulary(tokenizer: Any) -> list[str]:
@@ -212,8 +215,9 @@ def vocabulary(tokenizer: Any) -> list[str]:
 
 
 def export_ctranslate2(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-                       quantization: str | None = None) -> Path:
-    """Export a translation model directory (ours) to a CTranslate2 directory."""
+                       quantization: str | None = None, overwrite: bool = False) -> Path:
+    """Export a translation model directory (ours) to a CTranslate2 directory ``out_dir``, new or
+    empty unless ``overwrite`` (see :func:`save_ctranslate2`); returns it as a Path."""
     from transformer.model_dir import load_model_dir
 
     loaded = load_model_dir(run_dir)
@@ -223,4 +227,5 @@ def export_ctranslate2(run_dir: str | os.PathLike[str], out_dir: str | os.PathLi
                             source_vocabulary=vocabulary(loaded.src_tokenizer),
                             target_vocabulary=vocabulary(loaded.tgt_tokenizer),
                             quantization=quantization,
-                            add_source_eos=getattr(loaded.src_tokenizer, "append_eos", False))
+                            add_source_eos=getattr(loaded.src_tokenizer, "append_eos", False),
+                            overwrite=overwrite)

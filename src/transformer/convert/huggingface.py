@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from transformer.convert.output import write_new_dir
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer.errors import InputError
 from transformer.model.transformer import Transformer
+from transformer.model_dir.output import write_new_dir
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish"}
 
@@ -120,9 +120,13 @@ def marian_state(model: Transformer) -> dict[str, torch.Tensor]:
     return {k: v.detach().float().contiguous() for k, v in out.items()}
 
 
-def export_huggingface(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+def export_huggingface(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                       overwrite: bool = False) -> Path:
     """Write ``run_dir`` (ours) as a MarianMT directory: config.json, model.safetensors,
-    vocab.json, source.spm, target.spm, tokenizer_config.json. Returns the directory."""
+    vocab.json, source.spm, target.spm, tokenizer_config.json. Returns the directory.
+
+    ``out_dir`` must be new or empty (InputError naming it, nothing written) unless
+    ``overwrite``: then its content is replaced as a whole."""
     import transformers
 
     from transformer.model_dir import load_model_dir
@@ -164,4 +168,4 @@ def export_huggingface(run_dir: str | os.PathLike[str], out_dir: str | os.PathLi
             "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
             "separate_vocabs": False}), encoding="utf-8")
 
-    return write_new_dir(out_dir, fill)
+    return write_new_dir(out_dir, fill, overwrite=overwrite)

@@ -197,10 +197,18 @@ def convert_state(state: dict[str, torch.Tensor], config: ModelConfig, order: li
     return out
 
 
-def import_marian(directory: str | os.PathLike[str], run_dir: str | os.PathLike[str]) -> dict:
-    """Convert a MarianMT directory into our model directory ``run_dir``; returns a summary."""
-    from transformer.model_dir import load_weights, save_model_dir
+def import_marian(directory: str | os.PathLike[str], run_dir: str | os.PathLike[str], *,
+                  overwrite: bool = False) -> dict:
+    """Convert a MarianMT directory into our model directory ``run_dir``; returns a summary
+    (``out``, ``parameters``, ``vocab_size``, ``layers``, ``activation``).
 
+    ``run_dir`` must be missing or empty unless ``overwrite`` (then the model's files replace
+    those there): InputError naming it, before anything is read
+    (:func:`transformer.model_dir.output.check_model_out`)."""
+    from transformer.model_dir import load_weights, save_model_dir
+    from transformer.model_dir.output import check_model_out
+
+    run_dir = check_model_out(run_dir, overwrite=overwrite)
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"{directory}: not a directory")
@@ -236,7 +244,6 @@ def import_marian(directory: str | os.PathLike[str], run_dir: str | os.PathLike[
             raise InputError(f"{spm_path}: missing or unreadable") from None
         tokenizers.append(VocabTokenizer(proto, vocabulary, append_eos=append_eos,
                                          source=str(spm_path)))
-    run_dir = Path(run_dir)
     extra = {"training": {"decode_max_len_a": MAX_LEN_A, "decode_max_len_b": MAX_LEN_B},
              "imported_from": {"format": "marian", "path": str(directory.resolve())}}
     save_model_dir(run_dir, model, config=extra, src_tokenizer=tokenizers[0],

@@ -31,9 +31,11 @@ packed copies belong to whoever asked for them (the
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -73,6 +75,31 @@ def int8_engine() -> str | None:
 # today (PyTorch warns that this may change): it gets 8 bits.
 REDUCE_RANGE = {"x86": True, "fbgemm": True, "qnnpack": False}
 
+# PyTorch's quantized engine is one setting for the whole process: packing sets it for a moment
+# and puts it back, under a lock so that two threads packing at once (two decoders built on two
+# threads) cannot put the setting back under each other's prepack.
+_ENGINE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def quantized_engine(engine: str) -> Iterator[None]:
+    """``torch.backends.quantized.engine`` set to ``engine`` inside the block, and put back as it
+    was after it: the one place int8 decoding touches that process-wide setting.
+
+    ``torch.ops.quantized.linear_prepack`` packs for the engine in force (fbgemm/x86's layout or
+    qnnpack's); the packed weight then carries its engine's kernel, so
+    ``torch.ops.quantized.linear_dynamic`` computes the same whatever engine is in force when it
+    runs (``tests/decoding/test_int8.py`` checks it). Decoding therefore needs the engine only
+    while it packs, and leaves the rest of the process (a user's own quantized models) alone.
+    """
+    with _ENGINE_LOCK:
+        before = torch.backends.quantized.engine
+        torch.backends.quantized.engine = engine
+        try:
+            yield
+        finally:
+            torch.backends.quantized.engine = before
+
 
 @dataclass(frozen=True)
 class Int8Weight:
@@ -86,13 +113,12 @@ class Int8Weight:
 def int8_linear_weight(module: nn.Linear) -> Int8Weight:
     """``module``'s weight quantized to int8 (symmetric, one scale per output row: fbgemm and
     qnnpack both take it) and its float bias, prepacked for ``torch.ops.quantized.linear_dynamic``
-    under :func:`int8_engine`."""
+    under :func:`int8_engine` (set only while it packs: :func:`quantized_engine`)."""
     engine = int8_engine()
     if engine is None:
         raise ValueError("int8 decoding needs PyTorch's x86, fbgemm or qnnpack quantized engine "
                          f"(this build has {torch.backends.quantized.supported_engines})")
-    torch.backends.quantized.engine = engine  # prepack packs for the engine in force
-    with torch.no_grad():
+    with quantized_engine(engine), torch.no_grad():  # prepack packs for the engine in force
         weight = module.weight.detach().float()
         scale = (weight.abs().amax(dim=1) / 127.0).clamp_min(1e-12).double()  # (out,)
         zero = torch.zeros(weight.size(0), dtype=torch.long)

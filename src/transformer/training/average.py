@@ -24,6 +24,7 @@ from transformer.model_dir import (
     load_weights,
     save_model_dir,
 )
+from transformer.model_dir.output import check_model_out
 from transformer.training.checkpoint import SNAPSHOT_DIR, list_snapshots
 
 log = logging.getLogger(__name__)
@@ -46,12 +47,17 @@ def _first_difference(a: Any, b: Any, prefix: str = "") -> str:
     return f"{prefix.rstrip('.')}: {a!r} vs {b!r}"
 
 
-def average_model_dirs(run_dirs: Sequence[Path | str], out_dir: Path | str) -> dict[str, Any]:
+def average_model_dirs(run_dirs: Sequence[Path | str], out_dir: Path | str, *,
+                       overwrite: bool = False) -> dict[str, Any]:
     """Average the weights of ``run_dirs`` (at least two) into the model directory ``out_dir``.
 
-    Raises InputError when a directory is missing or corrupt, or when the configurations (task,
-    model shape, classifier head) or the tokenizers differ. Returns a summary dict.
+    Raises InputError when a directory is missing or corrupt, when the configurations (task,
+    model shape, classifier head) or the tokenizers differ, or, before anything is read, when
+    ``out_dir`` holds something and ``overwrite`` is not set
+    (:func:`transformer.model_dir.output.check_model_out`). Returns a summary dict (``out``,
+    ``averaged_from``, ``tensors``, ``parameters``).
     """
+    check_model_out(out_dir, overwrite=overwrite)
     dirs = [Path(d) for d in run_dirs]
     if len(dirs) < 2:
         raise InputError(f"averaging needs at least two model directories, got {len(dirs)}")
@@ -115,9 +121,14 @@ def _assign_mean(model: torch.nn.Module, total: dict[str, torch.Tensor], count: 
             tensor.copy_(total[name] / count)
 
 
-def average_snapshots(run_dir: Path | str, out_dir: Path | str, *, last: int) -> dict[str, Any]:
+def average_snapshots(run_dir: Path | str, out_dir: Path | str, *, last: int,
+                      overwrite: bool = False) -> dict[str, Any]:
     """Average the newest ``last`` snapshots of the run in ``run_dir`` into the model directory
-    ``out_dir``. InputError when the run keeps fewer snapshots than that."""
+    ``out_dir`` (which may be ``run_dir`` itself, with ``overwrite``); returns a summary dict
+    (``out``, ``averaged_from``, ``steps``). InputError when the run keeps fewer snapshots than
+    that, or, before anything is read, when ``out_dir`` holds something and ``overwrite`` is not
+    set (:func:`transformer.model_dir.output.check_model_out`)."""
+    check_model_out(out_dir, overwrite=overwrite)
     run_dir = Path(run_dir)
     if last < 2:
         raise InputError(f"averaging needs at least two snapshots, got --last {last}")
