@@ -11,12 +11,10 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from transformer.config.runs import TranslationTrainConfig
-from transformer.data.batch_types import Batch
 from transformer.data.collation import collate_pairs
 from transformer.data.prepared.directory import PreparedData
 from transformer.data.prepared.layout import MANIFEST
@@ -24,6 +22,7 @@ from transformer.data.prepared.mixing import MixedEpochs
 from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.errors import InputError
 from transformer.model_dir import read_record
+from transformer.training.text_inputs import TranslationInputs
 
 log = logging.getLogger(__name__)
 
@@ -53,21 +52,8 @@ def check_tokenizers(prepared: PreparedData, src_tok: Any, tgt_tok: Any, *, wher
                          f"prepare the data with --tokenizer-from {where}")
 
 
-@dataclass
-class PreparedInputs:
-    """What the run needs from the directory: ``data`` (the Trainer's epochs), the validation
-    batches and BLEU sample, and ``record`` (config.json's ``data`` section)."""
-
-    data: MixedEpochs
-    train_pairs: int
-    valid_batches: list[Batch] = field(default_factory=list)
-    bleu_sources: list[list[int]] = field(default_factory=list)
-    bleu_references: list[str] = field(default_factory=list)
-    record: dict[str, Any] = field(default_factory=dict)
-
-
 def prepared_inputs(prepared: PreparedData, cfg: TranslationTrainConfig, *, max_len: int,
-                    rank: int, world_size: int, validation: bool) -> PreparedInputs:
+                    rank: int, world_size: int, validation: bool) -> TranslationInputs:
     """The training epochs of ``prepared`` fitted to ``max_len`` positions (``cfg.on_long``), and
     with ``validation`` (rank 0) the validation batches and BLEU sample, as the text-file path
     makes them from the same pairs."""
@@ -83,7 +69,7 @@ def prepared_inputs(prepared: PreparedData, cfg: TranslationTrainConfig, *, max_
              f"{len(pairs):,}", corpora, "corpus" if corpora == 1 else "corpora",
              f" mixed by weights {prepared.weights}" if prepared.weights else "",
              f"{int(pairs.lengths.sum()):,}", time.perf_counter() - began)
-    inputs = PreparedInputs(data=data, train_pairs=len(pairs), record={
+    inputs = TranslationInputs(data=data, train_pairs=len(pairs), record={
         "train": f"{prepared.root}/train", "valid": None, "data_dir": str(prepared.root),
         "manifest_sha256": prepared.manifest_sha256, "train_pairs": len(pairs), "valid_pairs": 0,
         "weights": prepared.weights})

@@ -22,6 +22,7 @@ from transformer.data.collation import collate_pairs
 from transformer.data.encoding import encode_pairs
 from transformer.data.epoch_batches import Epochs
 from transformer.data.parallel import ParallelCorpus
+from transformer.data.prepared.mixing import MixedEpochs
 from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.data.tokenizer import Tokenizer
 from transformer.errors import InputError
@@ -73,12 +74,13 @@ def bleu_sample(corpus: ParallelCorpus, *, k: int, seed: int) -> tuple[list[str]
 
 
 @dataclass
-class TextInputs:
-    """What the run needs from its text: ``data`` (the Trainer's epochs), the validation batches
-    and BLEU sample, and ``record`` (config.json's ``data`` section); the fields of
-    :class:`~transformer.training.prepared_inputs.PreparedInputs`."""
+class TranslationInputs:
+    """What a translation run needs from its data, read from text (:func:`text_inputs`) or a
+    prepared directory (:func:`~transformer.training.data_dir_inputs.prepared_inputs`):
+    ``data`` (the Trainer's epochs), the validation batches and BLEU sample, and ``record``
+    (config.json's ``data`` section)."""
 
-    data: Epochs
+    data: Epochs | MixedEpochs
     train_pairs: int
     valid_batches: list[Batch] = field(default_factory=list)
     bleu_sources: list[list[int]] = field(default_factory=list)
@@ -88,7 +90,7 @@ class TextInputs:
 
 def text_inputs(splits: dict[str, ParallelCorpus], cfg: TranslationTrainConfig, *,
                 src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_len: int, rank: int,
-                world_size: int, validation: bool) -> TextInputs:
+                world_size: int, validation: bool) -> TranslationInputs:
     """``splits["train"]`` encoded and fitted to ``max_len`` positions (``cfg.on_long``) as this
     rank's share of each epoch's token-budget batches; with ``validation`` (rank 0) and a
     ``splits["valid"]``, its batches and BLEU sample (``cfg.bleu_sample`` sources, ids)."""
@@ -102,7 +104,7 @@ def text_inputs(splits: dict[str, ParallelCorpus], cfg: TranslationTrainConfig, 
     max_tokens = max(cfg.max_tokens, max(encoded.widths))  # one pair always fits a batch
     data = Epochs(encoded, widths=encoded.lengths, collate=collate_pairs, max_tokens=max_tokens,
                   seed=cfg.seed, rank=rank, world_size=world_size)
-    inputs = TextInputs(data=data, train_pairs=len(encoded), record={
+    inputs = TranslationInputs(data=data, train_pairs=len(encoded), record={
         "train": train.name, "valid": valid.name if valid is not None else None,
         "train_pairs": len(encoded), "valid_pairs": len(valid) if valid is not None else 0})
     if valid is not None and len(valid) > 0 and validation:

@@ -36,12 +36,12 @@ from transformer.model_dir import CONFIG_FILE, read_record, save_model_dir
 from transformer.precision import PrecisionChoice
 from transformer.training import distributed as D
 from transformer.training.checkpoint import has_checkpoint
-from transformer.training.data_dir_inputs import PreparedInputs, open_prepared, prepared_inputs
+from transformer.training.data_dir_inputs import open_prepared, prepared_inputs
 from transformer.training.rng import seed_everything
 from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule
 from transformer.training.stages import run_summary, setup_optimizer, setup_precision, train
-from transformer.training.text_inputs import TextInputs, read_splits, text_inputs
+from transformer.training.text_inputs import TranslationInputs, read_splits, text_inputs
 from transformer.training.trainer import Trainer, TrainResult
 from transformer.training.translation_setup import TranslationModel, setup_model
 from transformer.training.translation_task import TranslationTask
@@ -123,7 +123,7 @@ def _log_model(cfg: TranslationTrainConfig, model: Transformer) -> None:
 
 def setup_data(cfg: TranslationTrainConfig, built: TranslationModel, *,
                prepared: PreparedData | None,
-               splits: dict[str, ParallelCorpus] | None) -> PreparedInputs | TextInputs:
+               splits: dict[str, ParallelCorpus] | None) -> TranslationInputs:
     """This rank's training batches, and on rank 0 the validation batches and BLEU sample: from
     the ``prepared`` directory, else from the text ``splits``, fitted to the model's positions."""
     info = D.current()
@@ -138,7 +138,7 @@ def setup_data(cfg: TranslationTrainConfig, built: TranslationModel, *,
 
 
 def setup_task(cfg: TranslationTrainConfig, built: TranslationModel,
-               inputs: PreparedInputs | TextInputs) -> TranslationTask:
+               inputs: TranslationInputs) -> TranslationTask:
     """The loss (label-smoothed) and validation (loss, BLEU/chrF on the sample) of the run."""
     return TranslationTask(
         metric=cfg.metric, tgt_tokenizer=built.tgt_tokenizer, valid_batches=inputs.valid_batches,
@@ -153,7 +153,7 @@ def setup_task(cfg: TranslationTrainConfig, built: TranslationModel,
 
 
 def stored_config(cfg: TranslationTrainConfig, *, run_dir: Path, resume: bool,
-                  precision: PrecisionChoice, inputs: PreparedInputs | TextInputs,
+                  precision: PrecisionChoice, inputs: TranslationInputs,
                   built: TranslationModel, extra: dict[str, Any]) -> dict[str, Any]:
     """``config.json`` but the model's shape (which :func:`save_model_dir` adds): the task, the
     training configuration, the precision, where the data came from, the tokenizers' settings
