@@ -36,9 +36,9 @@ MODULES: dict[str, list[str]] = {
     "serving/models.py": ["tests/serving"],
     "training/run_lock.py": ["tests/training/test_run_lock.py", "tests/training/test_run_lock_details.py"],
     "training/preemption.py": ["tests/training/test_preemption.py"],
-    "model_dir.py": ["tests/training/test_model_dir.py", "tests/training/test_checkpoint.py",
-                     "tests/serving/test_api.py",
-                     "tests/fuzz/test_readers.py"],
+    "model_dir/weights.py": ["tests/model_dir", "tests/training/test_checkpoint.py",
+                             "tests/serving/test_api.py", "tests/fuzz/test_readers.py"],
+    "model_dir/record.py": ["tests/model_dir", "tests/fuzz/test_readers.py"],
     "data/text_files.py": ["tests/data/test_text_files.py", "tests/data/test_text_files_details.py",
                            "tests/data/test_parallel.py"],
     "convert/marian.py": ["tests/convert/test_marian.py", "tests/convert/test_marian_refusals.py"],
@@ -101,17 +101,17 @@ EQUIVALENT: dict[str, str] = {
         "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
     "transformer.data.text_files.x_read_json__mutmut_4":
         "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
-    "transformer.model_dir.x__aliases__mutmut_2":
+    "transformer.model_dir.weights.x__aliases__mutmut_2":
         "state_dict(keep_vars=None): detached tensors share their parameters' storage (same pointer)",
-    "transformer.model_dir.x__aliases__mutmut_3":
+    "transformer.model_dir.weights.x__aliases__mutmut_3":
         "state_dict(keep_vars=False): detached tensors share their parameters' storage (same pointer)",
-    "transformer.model_dir.x_load_weights__mutmut_41":
+    "transformer.model_dir.weights.x_load_weights__mutmut_41":
         "load_model(strict=None): strict checks only the names, which load_weights checked before",
-    "transformer.model_dir.x_load_weights__mutmut_44":
+    "transformer.model_dir.weights.x_load_weights__mutmut_44":
         "load_model without strict: True is its default",
-    "transformer.model_dir.x_load_weights__mutmut_46":
+    "transformer.model_dir.weights.x_load_weights__mutmut_46":
         "load_model(strict=False): strict checks only the names, which load_weights checked before",
-    "transformer.model_dir.x_read_config__mutmut_13":
+    "transformer.model_dir.record.x_read_config__mutmut_13":
         "codec names are case-insensitive: 'UTF-8' is 'utf-8'",
     "transformer.serving.models.xǁServedModelǁclassify_batch__mutmut_19":
         "zip(strict=...): Classifier checks one label name per output of the model: equal lengths",
