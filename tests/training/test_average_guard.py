@@ -62,11 +62,11 @@ def test_averaging_refuses_a_directory_holding_something_unless_told_to_overwrit
 
     average_model_dirs([a, b], held, overwrite=True)
     mean = load_model_dir(held)
-    assert mean.config["averaged_from"] == [str(a), str(b)]
+    assert mean.record.averaged_from == (str(a), str(b))
     ma, mb = (load_model_dir(d).model.state_dict() for d in (a, b))
     for name, tensor in mean.model.state_dict().items():
         if tensor.is_floating_point():
             torch.testing.assert_close(tensor, (ma[name] + mb[name]) / 2)
 
     average_snapshots(a, a, last=2, overwrite=True)  # a run's own snapshots averaged into it
-    assert load_model_dir(a).config["averaged_from"][-1].endswith("4.safetensors")
+    assert load_model_dir(a).record.averaged_from[-1].endswith("4.safetensors")
