@@ -74,6 +74,10 @@ RUN_FLAGS: tuple[Flag, ...] = (
      "grad scaler on a GPU without bf16); or fp32, bf16, fp16 (GPU only)", ()),
     ("--max-bad-updates", "max_bad_updates", int, "stop after K updates in a row skipped for a "
      "non-finite loss or gradient (default 10; 0: never)", ()),
+    ("--tensorboard", "tensorboard", "store_true", "also write the figures of metrics.jsonl as "
+     "TensorBoard event files in RUN_DIR/tensorboard/ (training loss, learning rate, tokens/s, "
+     "every validation metric; the precision and machine as text); needs the tensorboard package",
+     ()),
 )
 
 
