@@ -81,6 +81,23 @@ RUN_FLAGS: tuple[Flag, ...] = (
 )
 
 
+CONFIG_HELP = ("the run's configuration from FILE instead of a preset: JSON as `transformer "
+               "config show` prints it; flags given beside it change single fields")
+
+
+def add_config_file(group: Any) -> None:
+    """--config FILE of the training verbs (see transformer.config.files)."""
+    group.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+
+
+def no_preset_with_config(args: argparse.Namespace) -> None:
+    """InputError when --config and --preset are both given: the file is a whole configuration."""
+    if args.config is not None and args.preset is not None:
+        raise InputError(f"--config {args.config} holds a whole configuration: give it without "
+                         "--preset (`transformer config show PRESET FLAGS > FILE` writes one "
+                         "from a preset)")
+
+
 def add_flags(group: Any, flags: Iterable[Flag], *, skip: Iterable[str] = ()) -> None:
     """Declare configuration ``flags`` on ``group``; each stores under ``set:KEY`` (default None)."""
     left_out = set(skip)
