@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from transformer.cli import main
@@ -22,6 +23,11 @@ pytest.importorskip("tensorboard")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # what a record says about where it is rather than about the model: not a curve
 PLACE = {"kind", "step", "epoch", "lr", "elapsed_s", "eta_s", "snapshots", "kept"}
+
+
+def as_float32(value: float) -> float:
+    """What TensorBoard stores of a scalar: a 32-bit float."""
+    return float(np.float32(value))
 
 
 def expected_curves(run: Path) -> dict[str, list[tuple[int, float]]]:
@@ -34,25 +40,24 @@ def expected_curves(run: Path) -> dict[str, list[tuple[int, float]]]:
         names = (["loss", "lr", "tokens_per_s"] if kind == "train" else
                  [n for n in record if n not in PLACE] if kind in ("valid", "average") else [])
         for name in names:
-            curves.setdefault(f"{kind}/{name}", []).append((record["step"], record[name]))
+            point = (record["step"], as_float32(record[name]))
+            curves.setdefault(f"{kind}/{name}", []).append(point)
     return curves
 
 
-def read_events(run: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str]]:
-    """(scalars by tag as (step, value) in file order, the latest text by tag), as TensorBoard
-    reads them."""
+def read_events(run_dir) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str]]:
+    """(scalars by tag as (step, value) in file order, the latest text by tag), as TensorBoard's
+    reader gives them."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util
 
-    reader = EventAccumulator(str(run / "tensorboard"), size_guidance={"tensors": 0})
+    reader = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
     reader.Reload()
-    scalars, texts = {}, {}
-    for tag in reader.Tags()["tensors"]:
-        values = [(e.step, tensor_util.make_ndarray(e.tensor_proto)) for e in reader.Tensors(tag)]
-        if tag.endswith("/text_summary"):
-            texts[tag.removesuffix("/text_summary")] = values[-1][1].item().decode()
-        else:
-            scalars[tag] = [(step, value.item()) for step, value in values]
+    scalars = {tag: [(e.step, e.value) for e in reader.Scalars(tag)]
+               for tag in reader.Tags()["scalars"]}
+    texts = {tag.removesuffix("/text_summary"):
+             tensor_util.make_ndarray(reader.Tensors(tag)[-1].tensor_proto).item().decode()
+             for tag in reader.Tags()["tensors"] if tag.endswith("/text_summary")}
     return scalars, texts
 
 

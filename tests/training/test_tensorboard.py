@@ -1,11 +1,13 @@
 """TensorBoard events of a run, read back with TensorBoard's own reader (``EventAccumulator``):
-the figures of ``metrics.jsonl``, exactly, once per update, also after a resume that redoes
-updates; written on rank 0 only. (The commands, and their stops: tests/cli/test_tensorboard.py.)"""
+the figures of ``metrics.jsonl`` (as float32, what TensorBoard stores), once per update, also
+after a resume that redoes updates; written on rank 0 only. (The commands, and their stops:
+tests/cli/test_tensorboard.py.)"""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,6 +21,11 @@ pytest.importorskip("tensorboard")
 
 # what a record says about where it is rather than about the model: not a curve
 PLACE = {"kind", "step", "epoch", "lr", "elapsed_s", "eta_s", "snapshots", "kept"}
+
+
+def as_float32(value: float) -> float:
+    """What TensorBoard stores of a scalar: a 32-bit float."""
+    return float(np.float32(value))
 
 
 def expected_curves(run_dir) -> dict[str, list[tuple[int, float]]]:
@@ -35,24 +42,24 @@ def expected_curves(run_dir) -> dict[str, list[tuple[int, float]]]:
         else:
             continue
         for name in names:
-            curves.setdefault(f"{kind}/{name}", []).append((record["step"], record[name]))
+            point = (record["step"], as_float32(record[name]))
+            curves.setdefault(f"{kind}/{name}", []).append(point)
     return curves
 
 
 def read_events(run_dir) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str]]:
-    """(scalars by tag as (step, value) in file order, text by tag) as TensorBoard reads them."""
+    """(scalars by tag as (step, value) in file order, the latest text by tag), as TensorBoard's
+    reader gives them."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util
 
-    reader = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"tensors": 0})
+    reader = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
     reader.Reload()
-    scalars, texts = {}, {}
-    for tag in reader.Tags()["tensors"]:
-        values = [(e.step, tensor_util.make_ndarray(e.tensor_proto)) for e in reader.Tensors(tag)]
-        if tag.endswith("/text_summary"):
-            texts[tag.removesuffix("/text_summary")] = values[-1][1].item().decode()
-        else:
-            scalars[tag] = [(step, value.item()) for step, value in values]
+    scalars = {tag: [(e.step, e.value) for e in reader.Scalars(tag)]
+               for tag in reader.Tags()["scalars"]}
+    texts = {tag.removesuffix("/text_summary"):
+             tensor_util.make_ndarray(reader.Tensors(tag)[-1].tensor_proto).item().decode()
+             for tag in reader.Tags()["tensors"] if tag.endswith("/text_summary")}
     return scalars, texts
 
 
@@ -91,7 +98,7 @@ def make(synth, run_dir, metrics, *, die_at=None, **cfg):
                    metrics=metrics)
 
 
-def test_the_events_hold_the_figures_of_metrics_jsonl_exactly(synth, tmp_path):
+def test_the_events_hold_the_figures_of_metrics_jsonl(synth, tmp_path):
     notes = {"precision": "precision fp32 (asked: fp32): as asked", "machine": "a CPU"}
     with MetricsLog(tmp_path, tensorboard=True, notes=notes) as metrics:
         make(synth, tmp_path, metrics, max_steps=6, eval_every=3).fit()

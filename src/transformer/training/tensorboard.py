@@ -8,9 +8,10 @@ Each record of ``metrics.jsonl`` becomes scalars named ``KIND/FIELD`` at its upd
   ``macro_f1``, ...), whatever the task reports;
 - ``average/FIELD``: the evaluation of the average of the last snapshots (``--average-last``).
 
-Scalars are stored in double precision (a tensor summary, as TensorBoard's scalar plugin reads
-it), so the values read back equal the JSON file's to the last bit. The precision the run chose
-and the machine it runs on are text (``run/precision``, ``run/machine``). A resumed run drops the
+Scalars are TensorBoard's own (``simple_value``, a 32-bit float): the values read back equal the
+JSON file's rounded to float32, which ``metrics.jsonl`` keeps in full (a 64-bit tensor summary
+would keep every bit, but TensorBoard's default fast loader shows no such scalar). The precision
+the run chose and the machine are text (``run/precision``, ``run/machine``). A resumed run drops the
 events written after its checkpoint from the event files (:func:`drop_events_after`), as it drops
 those lines of ``metrics.jsonl``, so the curves never hold an update twice whatever reads them
 (TensorBoard's ``purge_step`` is honoured by some of its readers only). TensorBoard is an optional
@@ -79,8 +80,7 @@ class TensorBoardWriter:
     def write(self, record: Mapping[str, Any]) -> None:
         step = int(record.get("step", 0))
         for tag, value in scalars_of(record).items():
-            self.writer.add_scalar(tag, value, global_step=step, new_style=True,
-                                   double_precision=True)
+            self.writer.add_scalar(tag, value, global_step=step)
 
     def close(self) -> None:
         self.writer.close()
