@@ -170,3 +170,14 @@ def test_a_missing_tensorboard_package_is_one_line_before_any_work(
     line = cli.error_line(capsys)
     assert "--tensorboard needs the tensorboard package" in line and "pip install" in line
     assert not (tmp_path / "runs").exists()
+
+
+def test_resume_may_turn_tensorboard_on(cli, trained_run, tmp_path):
+    """A run started without it writes the updates it makes after the resume."""
+    run = cli.copy_run(trained_run, tmp_path)
+    assert not (run / "tensorboard").exists()
+    assert main(["train", "--resume", str(run), "--max-steps", "6", "--tensorboard",
+                 "--no-progress"]) == 0
+    scalars, _ = read_events(run)
+    curves = expected_curves(run)
+    assert scalars["train/loss"] == curves["train/loss"][4:] and len(curves["train/loss"]) == 6
