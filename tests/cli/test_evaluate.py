@@ -62,3 +62,32 @@ def test_evaluate_counts_lines_with_unknown_pieces(cli, run_dir, tmp_path, capsy
     assert json.loads(capsys.readouterr().out)["unknown_lines"] == 2
     warned = [r.getMessage() for r in caplog.records if "vocabulary" in r.getMessage()]
     assert len(warned) == 2 and "line 2" in warned[0] and "line 3" in warned[1]
+
+
+def test_evaluate_metrics_adds_ter_equal_to_sacrebleus(cli, run_dir, tmp_path, capsys):
+    src = cli.write(tmp_path / "src.txt", cli.numbers(20, seed=2))
+    references = [german_number(i + 1) for i in range(20)]
+    ref = cli.write(tmp_path / "ref.txt", references)
+    hyp = tmp_path / "hyp.txt"
+    base = ["evaluate", "--model", str(run_dir), "--src-file", str(src), "--ref-file", str(ref),
+            "--beam", "1"]
+    assert main([*base, "--metrics", "bleu,chrf,ter", "--hyp-out", str(hyp), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    hypotheses = cli.read(hyp)
+    assert report["ter"] == pytest.approx(sacrebleu.corpus_ter(hypotheses, [references]).score)
+    assert report["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert "tok:tercom" in report["ter_signature"]
+    assert main([*base, "--json"]) == 0  # the default is today's: BLEU and chrF
+    default = json.loads(capsys.readouterr().out)
+    assert "ter" not in default and default["chrf"] == report["chrf"]
+    assert main([*base, "--metrics", "ter"]) == 0
+    text = capsys.readouterr().out
+    assert "TER" in text and "BLEU" not in text and "chrF" not in text
+
+
+def test_evaluate_refuses_an_unknown_metric_in_one_line(cli, run_dir, tmp_path, capsys):
+    src = cli.write(tmp_path / "src.txt", cli.numbers(2))
+    assert main(["evaluate", "--model", str(run_dir), "--src-file", str(src), "--ref-file",
+                 str(src), "--metrics", "bleu,terr"]) == 2
+    line = cli.one_line_error(capsys)
+    assert "--metrics" in line and "'terr'" in line and "did you mean 'ter'" in line

@@ -130,6 +130,8 @@ DIFFERS = {
     ("--data", "classify train"): "classification corpora, not translation ones",
     ("--data", "classify evaluate"): "classification corpora, not translation ones",
     ("--data", "evaluate"): "defaults to the corpus the run trained on",
+    ("--data-dir", "classify train"): "refused in one line: prepare makes parallel text, no labels",
+    ("--resume", "classify train"): "a run directory only (no auto); names the flags that may change",
     ("--file", "classify evaluate"): "a labelled file, where predict reads texts",
     ("--init-from", "classify train"): "takes the encoder only",
     ("--label-column", "classify evaluate"): "defaults to the column the model trained on",

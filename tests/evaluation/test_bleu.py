@@ -36,3 +36,21 @@ def test_perfect_and_mismatched():
     assert score_translations(REFS, REFS).bleu == pytest.approx(100.0)
     with pytest.raises(ValueError, match="3 hypotheses but 4 references"):
         score_translations(HYPS[:3], REFS)
+
+
+def test_ter_matches_sacrebleu_and_only_the_metrics_asked_are_scored():
+    scores = score_translations(HYPS, REFS, metrics=("bleu", "chrf", "ter"))
+    assert scores.ter == pytest.approx(sacrebleu.corpus_ter(HYPS, [REFS]).score)
+    assert "tok:tercom" in scores.ter_signature and scores.summary().count("\n") == 3
+    assert scores.summary().splitlines()[-1].startswith("TER")
+    assert score_translations(REFS, REFS, metrics=("ter",)).ter == pytest.approx(0.0)
+    default = score_translations(HYPS, REFS)
+    assert default.ter is None and "ter" not in default.to_dict()
+    only_ter = score_translations(HYPS, REFS, metrics=("ter",))
+    assert set(only_ter.to_dict()) == {"ter", "ter_signature", "sentences"}
+    assert only_ter.summary().startswith("TER") and "\n" not in only_ter.summary()
+
+
+def test_an_unknown_metric_is_named():
+    with pytest.raises(ValueError, match="unknown metric 'blue'"):
+        score_translations(HYPS, REFS, metrics=("bleu", "blue"))

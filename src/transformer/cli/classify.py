@@ -9,6 +9,7 @@ import sys
 from transformer.cli.common import (
     MODEL_FLAGS,
     RUN_FLAGS,
+    add_config_file,
     add_device_threads,
     add_flags,
     add_json,
@@ -18,6 +19,7 @@ from transformer.cli.common import (
     device,
     emit_json,
     flag_of,
+    no_preset_with_config,
     overrides,
     progress,
     set_threads,
@@ -30,6 +32,7 @@ from transformer.config.choices import (
     TOKENIZER_TYPES,
 )
 from transformer.config.presets import CLASSIFIER_PRESETS
+from transformer.config.runs import RESUME_FIELDS
 from transformer.errors import InputError
 
 log = logging.getLogger("transformer")
@@ -121,11 +124,18 @@ def _add_train(verbs: argparse._SubParsersAction) -> None:
                       help="several labels per text (default: detected from the training file)")
     kind.add_argument("--single-label", dest="multi_label", action="store_false")
     src.add_argument("--split-seed", type=int, help="seed of the held-out splits (default 1234)")
+    src.add_argument("--data-dir", metavar="DATA_DIR", help="refused: a prepared directory holds "
+                     "parallel text for train, not labelled texts; give --train FILE or --data "
+                     "NAME")
     t.add_argument("--out", metavar="RUN_DIR", help="model directory to write (default "
                    "runs/classify)")
     t.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue this run exactly, on the data it "
+                   "recorded (read again the same way); of the other flags only "
+                   + ", ".join("--" + f.replace("_", "-") for f in RESUME_FIELDS) + " may be given")
     t.add_argument("--preset", choices=tuple(CLASSIFIER_PRESETS),
                    help="default: DATA-cpu for --data, else the built-in defaults")
+    add_config_file(t)
     t.add_argument("--init-from", metavar="RUN_DIR", help="start the encoder and its embeddings "
                    "from a translation model (a run of train, or import marian's) and take its "
                    "source tokenizer; the encoder's shape is its own (fewer --layers may be "
@@ -170,10 +180,17 @@ def _add_evaluate(verbs: argparse._SubParsersAction) -> None:
 
 
 def config_of(args: argparse.Namespace) -> tuple[object, str | None, str | None]:
-    """``(ClassifierTrainConfig, preset, data)`` of ``classify train``'s arguments."""
+    """``(ClassifierTrainConfig, preset, data)`` of ``classify train``'s arguments (with --config
+    the file's configuration and no preset; the flags change single fields)."""
     from transformer.config.presets import classifier_config, classifier_preset_for
 
     def build() -> tuple[object, str | None, str | None]:
+        no_preset_with_config(args)
+        if args.config is not None:
+            from transformer.config.files import run_config_from_file
+
+            return run_config_from_file(args.config, task="classification",
+                                        overrides=overrides(args)), None, args.data
         preset, data = classifier_preset_for(preset=args.preset, data=args.data, train=args.train)
         if args.init_from is not None:
             from transformer.training.init_from import classifier_config_from
@@ -187,16 +204,52 @@ def config_of(args: argparse.Namespace) -> tuple[object, str | None, str | None]
     return as_input_error(build, MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS)
 
 
+# why classify train takes no prepared directory (see docs/how-to/classification.md)
+NO_DATA_DIR = ("a prepared data directory holds parallel text (source and target ids, made by "
+               "`transformer prepare` for train), not labelled texts; give the labelled file "
+               "with --train FILE (or a corpus with --data NAME): classify train tokenizes it "
+               "itself")
+# the flags of classify train that say what to train on (refused with --resume) and their defaults
+_DATA_FLAGS = {"data": None, "train": None, "valid": None, "test": None, "format": None,
+               "split_seed": None, "multi_label": None, "preset": None, "config": None,
+               "out": None, "init_from": None, "overwrite": False, "text_column": "text",
+               "label_column": "label", "label_separator": ","}
+
+
+def _resume(args: argparse.Namespace) -> dict:
+    """``classify train --resume RUN_DIR``: refuse a flag that would change the run, continue it."""
+    from transformer.training.train_classifier import resume_classifier
+
+    changes = overrides(args)
+    given = [flag_of(key, MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS) for key in changes
+             if key not in RESUME_FIELDS]
+    given += [f"--{name.replace('_', '-')}" for name, default in _DATA_FLAGS.items()
+              if getattr(args, name) != default]
+    if given:
+        raise InputError(f"--resume continues with the stored configuration and data; {given[0]} "
+                         f"cannot change (only "
+                         f"{', '.join('--' + f.replace('_', '-') for f in RESUME_FIELDS)} can)")
+    stop = {key: changes.get(key) for key in RESUME_FIELDS}
+    return as_input_error(lambda: resume_classifier(
+        args.resume, device=device(args.device), progress=progress(args), **stop),
+        MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS)
+
+
 def run_train(args: argparse.Namespace) -> int:
     from transformer.training.train_classifier import train_classifier_run
 
     set_threads(args.threads)
-    config, preset, data = config_of(args)
-    summary = train_classifier_run(
-        config, run_dir=args.out or "runs/classify", overwrite=args.overwrite, preset=preset, data=data,
-        train=args.train, valid=args.valid, test=args.test, columns=_columns(args),
-        split_seed=args.split_seed, multi_label=args.multi_label, device=device(args.device),
-        progress=progress(args), init_from=args.init_from)
+    if args.data_dir is not None:
+        raise InputError(f"--data-dir {args.data_dir}: {NO_DATA_DIR}")
+    if args.resume is not None:
+        summary = _resume(args)
+    else:
+        config, preset, data = config_of(args)
+        summary = train_classifier_run(
+            config, run_dir=args.out or "runs/classify", overwrite=args.overwrite, preset=preset,
+            data=data, train=args.train, valid=args.valid, test=args.test, columns=_columns(args),
+            split_seed=args.split_seed, multi_label=args.multi_label, device=device(args.device),
+            progress=progress(args), init_from=args.init_from)
     if args.json:
         emit_json(summary)
         return 0

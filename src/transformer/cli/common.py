@@ -74,7 +74,28 @@ RUN_FLAGS: tuple[Flag, ...] = (
      "grad scaler on a GPU without bf16); or fp32, bf16, fp16 (GPU only)", ()),
     ("--max-bad-updates", "max_bad_updates", int, "stop after K updates in a row skipped for a "
      "non-finite loss or gradient (default 10; 0: never)", ()),
+    ("--tensorboard", "tensorboard", "store_true", "also write the figures of metrics.jsonl as "
+     "TensorBoard event files in RUN_DIR/tensorboard/ (training loss, learning rate, tokens/s, "
+     "every validation metric; the precision and machine as text); needs the tensorboard package",
+     ()),
 )
+
+
+CONFIG_HELP = ("the run's configuration from FILE instead of a preset: JSON as `transformer "
+               "config show` prints it; flags given beside it change single fields")
+
+
+def add_config_file(group: Any) -> None:
+    """--config FILE of the training verbs (see transformer.config.files)."""
+    group.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+
+
+def no_preset_with_config(args: argparse.Namespace) -> None:
+    """InputError when --config and --preset are both given: the file is a whole configuration."""
+    if args.config is not None and args.preset is not None:
+        raise InputError(f"--config {args.config} holds a whole configuration: give it without "
+                         "--preset (`transformer config show PRESET FLAGS > FILE` writes one "
+                         "from a preset)")
 
 
 def add_flags(group: Any, flags: Iterable[Flag], *, skip: Iterable[str] = ()) -> None:

@@ -9,12 +9,14 @@ import os
 from transformer.cli.common import (
     MODEL_FLAGS,
     RUN_FLAGS,
+    add_config_file,
     add_flags,
     add_model_flags,
     add_training_run,
     as_input_error,
     emit_json,
     flag_of,
+    no_preset_with_config,
     overrides,
     progress,
     set_threads,
@@ -102,6 +104,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                        "the paper's Table 3), or a whole recipe: multi30k-cpu is the README's "
                        "one-hour CPU result (shape, optimisation and a 60-minute budget; any flag "
                        "overrides it)")
+    add_config_file(model)
     add_model_flags(model)
     train = p.add_argument_group("training")
     add_flags(train, (*RUN_FLAGS, *TRANSLATION_FLAGS))
@@ -132,13 +135,20 @@ def flag_name(key: str, value: object) -> str:
 
 
 def config_of(args: argparse.Namespace) -> object:
-    """The TranslationTrainConfig of ``train``'s arguments (the preset, then the flags; with
-    --init-from the model's shape and tokenizer are the origin's)."""
+    """The TranslationTrainConfig of ``train``'s arguments (the preset, or the --config file,
+    then the flags; with --init-from and no file the model's shape and tokenizer are the
+    origin's, and with a file the run checks them against the origin's)."""
     from transformer.config.presets import translation_config
 
     changes = overrides(args)
     if "adam_betas" in changes:
         changes["adam_betas"] = tuple(changes["adam_betas"])
+    no_preset_with_config(args)
+    if args.config is not None:
+        from transformer.config.files import run_config_from_file
+
+        return as_input_error(lambda: run_config_from_file(
+            args.config, task="translation", overrides=changes), *MESSAGE_FLAGS)
     if args.init_from is not None:
         from transformer.training.init_from import translation_config_from
 
@@ -178,7 +188,8 @@ def run_train(args: argparse.Namespace) -> int:
         elif args.resume is not None:
             given = [flag_of(key, MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS)
                      for key in changes if key not in RESUME_FIELDS]
-            given += [f"--{name.replace('_', '-')}" for name in ("preset", "out", "init_from")
+            given += [f"--{name.replace('_', '-')}" for name in ("preset", "config", "out",
+                                                                 "init_from")
                       if getattr(args, name) is not None]
             if given:
                 raise InputError(

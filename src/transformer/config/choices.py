@@ -31,6 +31,9 @@ SCHEDULES = ("noam", "inverse_sqrt", "constant", "linear")  # every schedule tra
 TRANSLATION_METRICS = ("bleu", "chrf", "exact_match")  # what selects the best translation model
 CLASSIFIER_METRICS = ("accuracy", "f1", "macro_f1", "micro_f1")
 METRICS = TRANSLATION_METRICS + CLASSIFIER_METRICS  # every validation metric metrics.jsonl may hold
+# what `evaluate --metrics` may score a test set with (sacreBLEU's corpus metrics), and its default
+SCORE_METRICS = ("bleu", "chrf", "ter")
+DEFAULT_SCORE_METRICS = ("bleu", "chrf")
 POS_WEIGHTS = ("none", "sqrt")
 
 # where things run

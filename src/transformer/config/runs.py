@@ -34,9 +34,9 @@ from transformer.config.model import ModelConfig
 from transformer.config.schedule import check_schedule
 
 STOP_FIELDS = ("epochs", "max_steps", "minutes", "patience")
-# what may change on resume: the budget, and how often the run saves or how many bad updates it
-# tolerates (neither changes the weights)
-RESUME_FIELDS = (*STOP_FIELDS, "save_every", "save_minutes", "max_bad_updates")
+# what may change on resume: the budget, how often the run saves, how many bad updates it
+# tolerates and whether it writes TensorBoard events (none of them changes the weights)
+RESUME_FIELDS = (*STOP_FIELDS, "save_every", "save_minutes", "max_bad_updates", "tensorboard")
 
 
 def _with_vocab(model: ModelConfig, vocab_size: int) -> ModelConfig:
@@ -163,6 +163,7 @@ class TranslationTrainConfig(_RunConfig):
     save_every: int = 0  # a checkpoint every N updates (0: only at evaluations)
     save_minutes: float | None = None  # a checkpoint at least every M minutes
     max_bad_updates: int = 10  # stop after K updates in a row with a non-finite loss/gradient
+    tensorboard: bool = False  # the records of metrics.jsonl also as RUN_DIR/tensorboard/ events
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig):
@@ -287,6 +288,7 @@ class ClassifierTrainConfig(_RunConfig):
     save_minutes: float | None = None
     max_bad_updates: int = 10
     precision: str = "auto"  # auto, fp32, bf16, fp16: see transformer.precision
+    tensorboard: bool = False  # as in TranslationTrainConfig
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig):

@@ -2,6 +2,7 @@
 
     translator = load_translator("runs/m30k", beam_size=4)
     result = evaluate_translation(translator, data="multi30k")   # BLEU, chrF
+    result = evaluate_translation(translator, data="multi30k", metrics=("bleu", "chrf", "ter"))
 
 The test set is two line-aligned files, or a split of a corpus by name (by default the one the
 run trained on, in its languages: the record's ``trained_on``).
@@ -9,9 +10,11 @@ run trained on, in its languages: the record's ``trained_on``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from transformer.config.choices import DEFAULT_SCORE_METRICS
 from transformer.errors import InputError
 from transformer.inference.translator import Translator
 from transformer.model_dir import RunRecord, TrainedOn
@@ -68,21 +71,25 @@ class TranslationScore:
 
     name: str
     hypotheses: list[str]
-    scores: Any  # evaluation.bleu's scores: BLEU, chrF, signatures
+    scores: Any  # evaluation.bleu's scores: BLEU, chrF (TER when asked), signatures
     unknown_lines: int = 0  # source lines with pieces the model's vocabulary lacks (warned about)
     cut: int = 0  # sentences longer than the model's positions, cut to fit (never truncated)
 
 
 def evaluate_translation(translator: Translator, *, hyp_out: str | None = None,
-                         split_sentences: bool = True, **test_set: Any) -> TranslationScore:
-    """Translate the test set (``test_set``: the keywords of :func:`read_test_set`) and score it;
-    with ``hyp_out`` the translations are also written there, atomically. Each source line is
+                         split_sentences: bool = True,
+                         metrics: Sequence[str] = DEFAULT_SCORE_METRICS,
+                         **test_set: Any) -> TranslationScore:
+    """Translate the test set (``test_set``: the keywords of :func:`read_test_set`) and score it
+    with ``metrics`` (any of bleu, chrf, ter: :func:`transformer.evaluation.bleu.score_translations`;
+    ValueError for another, before anything is translated); with ``hyp_out`` the translations are also written there, atomically. Each source line is
     split into sentences unless ``split_sentences`` is False
     (:func:`transformer.inference.lines.translate_lines`)."""
-    from transformer.evaluation.bleu import score_translations
+    from transformer.evaluation.bleu import check_metrics, score_translations
     from transformer.inference.lines import translate_lines
     from transformer.inference.unknown import UnknownPieces
 
+    metrics = check_metrics(metrics)
     record = translator.record
     sources, references, name = read_test_set(record, **test_set)
     unknown = UnknownPieces(translator.src_tokenizer, source=test_set.get("src_file") or name)
@@ -97,5 +104,5 @@ def evaluate_translation(translator: Translator, *, hyp_out: str | None = None,
 
         atomic_write_bytes(hyp_out, "".join(f"{h}\n" for h in hypotheses).encode("utf-8"))
     return TranslationScore(name=name, hypotheses=hypotheses, unknown_lines=len(unknown.lines),
-                            scores=score_translations(hypotheses, references),
+                            scores=score_translations(hypotheses, references, metrics=metrics),
                             cut=sum(t.cut for t in found))

@@ -32,7 +32,6 @@ from transformer.training.checkpoint import (
     save_snapshot,
 )
 from transformer.training.loop_state import TrainConfig, TrainState
-from transformer.training.metrics_file import truncate_metrics
 from transformer.training.reproducibility import arithmetic, restore_arithmetic
 from transformer.training.rng import rng_state, seed_everything, set_rng_state
 from transformer.training.schedule import (
@@ -108,7 +107,7 @@ def restore_trainer(trainer: Any) -> None:
         seed_everything(trainer.config.seed + trainer.state.step + dist.rank)
     follow_budget(trainer, settings=settings, saved_budget=saved.get("budget"))
     if dist.is_main:
-        truncate_metrics(trainer.run_dir, trainer.state.step)
+        trainer.metrics.truncate(trainer.state.step)
         drop_snapshots_after(trainer.run_dir, trainer.state.step)
         log.info("resumed %s at update %d (epoch %d, batch %d), %d CPU thread%s", trainer.run_dir,
                  trainer.state.step, trainer.state.epoch, trainer.state.batch_index,

@@ -7,7 +7,8 @@ stages in order; these are the ones that are the same for both:
     precision = setup_precision(cfg.precision, model=model, device=device)
     data, task = ...                                             # the recipe's: batches, validation
     optimizer, scheduler = setup_optimizer(model, schedule=LRSchedule(...), weight_decay=...)
-    trainer, result = train(model=model, task=task, ..., save_best=writer.save)
+    with metrics_log(run_dir, tensorboard=cfg.tensorboard, precision=precision) as metrics:
+        trainer, result = train(model=model, task=task, ..., save_best=writer.save, metrics=metrics)
     summary = {**run_summary(result, run_dir=run_dir, model=model, precision=precision), ...}
 """
 
@@ -25,6 +26,7 @@ from transformer.model import Transformer, TransformerClassifier
 from transformer.precision import PrecisionChoice, resolve_precision
 from transformer.training import distributed as D
 from transformer.training.loop_state import EpochData, TrainConfig, TrainResult
+from transformer.training.metrics_file import MetricsLog
 from transformer.training.optimizer import ADAM_BETAS, ADAM_EPS, build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
 from transformer.training.task import Task
@@ -62,17 +64,30 @@ def setup_optimizer(model: nn.Module, *, schedule: LRSchedule, weight_decay: flo
     return optimizer, build_scheduler(optimizer, schedule=schedule)
 
 
+def metrics_log(run_dir: Path, *, tensorboard: bool, precision: PrecisionChoice) -> MetricsLog:
+    """Where the run's records go: ``run_dir/metrics.jsonl`` and, with ``tensorboard``, on rank 0
+    its TensorBoard event files with the ``precision`` chosen and the machine as text. Use it as
+    a context manager around the training and whatever logs after it (an average)."""
+    notes = {}
+    if tensorboard and D.current().is_main:
+        from transformer.hardware import detect
+
+        notes = {"precision": precision.describe(), "machine": detect().summary()}
+    return MetricsLog(run_dir, tensorboard=tensorboard and D.current().is_main, notes=notes)
+
+
 def train(*, model: nn.Module, task: Task, optimizer: torch.optim.Optimizer,
           scheduler: torch.optim.lr_scheduler.LRScheduler, data: EpochData, loop: TrainConfig,
           run_dir: Path, save_best: Callable[[nn.Module, dict[str, float]], None],
           device: torch.device | str, progress: bool, resume: bool = False,
-          ) -> tuple[Trainer, TrainResult]:
+          metrics: MetricsLog | None = None) -> tuple[Trainer, TrainResult]:
     """Train ``model`` on ``data`` with the ``loop`` settings until the budget is used (with
-    ``resume`` from ``run_dir``'s checkpoint); ``save_best`` writes each better model. Returns the
-    Trainer (its model holds the last weights) and what it reports."""
+    ``resume`` from ``run_dir``'s checkpoint); ``save_best`` writes each better model, ``metrics``
+    (:func:`metrics_log`; default: ``metrics.jsonl`` alone) takes the records. Returns the Trainer
+    (its model holds the last weights) and what it reports."""
     trainer = Trainer(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
                       train_data=data, config=loop, run_dir=run_dir, save_best=save_best,
-                      device=device, progress=progress)
+                      device=device, progress=progress, metrics=metrics)
     return trainer, trainer.fit(resume=resume)
 
 

@@ -4,10 +4,11 @@ directory.
     splits = corpus_splits("nsmc")                       # or file_splits(train_path, valid=...)
     cfg = classifier_config("nsmc-cpu")                  # transformer.config
     summary = train_classifier(splits, config=cfg, run_dir="runs/nsmc", recipe=..., data_info=...)
+    summary = resume_classifier("runs/nsmc", minutes=60)  # continue exactly where it stopped
 
-:func:`train_classifier` is the recipe, its stages in order: the labels (:func:`setup_labels`),
-the tokenizer and model (:func:`setup_model`: trained here, or ``init_from`` a translation
-model's encoder), the precision, the data
+:func:`train_classifier` is the recipe, its stages in order: the labels, the tokenizer and model
+(:mod:`~transformer.training.classifier_setup`: trained here, the run's own on resume, or
+``init_from`` a translation model's encoder), the precision, the data
 (:func:`~transformer.training.classifier_inputs.classifier_inputs`), the task, the optimizer and
 schedule (:func:`schedule_for`), the model directory (:class:`ClassifierWriter`), training, and
 the report on every split (:func:`report_splits`). The stages translation shares are
@@ -17,7 +18,10 @@ What it writes (the model directory of DESIGN.md): ``config.json`` with ``task:
 "classification"``, the model and classifier shape, the label names, the multi-label decision
 thresholds (tuned on the validation split; 0.5 without one), the training configuration and where
 the data came from; ``model.safetensors`` (best by validation), ``tokenizer/``, ``labels.json``,
-``checkpoint/``, ``metrics.jsonl`` and ``results.json`` (final figures on every split).
+``checkpoint/``, ``metrics.jsonl`` (with ``tensorboard``, ``tensorboard/``: its figures as
+TensorBoard events) and ``results.json`` (final figures on every split). The model directory is
+complete from the start, so a run stopped at any moment resumes (:func:`resume_classifier`) to
+the end an uninterrupted run reaches, bit for bit.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +36,34 @@ import numpy as np
 import torch
 
 from transformer.atomic import atomic_write_text
-from transformer.config.runs import ClassifierTrainConfig
+from transformer.config.runs import RESUME_FIELDS, ClassifierTrainConfig
 from transformer.data.classification import ClassificationData
 from transformer.data.classification_splits import SplitRecipe
 from transformer.data.labels import LabelVocabulary
-from transformer.data.tokenizer import Tokenizer
 from transformer.errors import InputError
-from transformer.model import TransformerClassifier
-from transformer.model_dir import load_model_dir, save_model_dir
+from transformer.model_dir import (
+    CONFIG_FILE,
+    RunRecord,
+    load_model_dir,
+    read_record,
+    save_model_dir,
+)
 from transformer.precision import PrecisionChoice
+from transformer.training.checkpoint import has_checkpoint
 from transformer.training.classification_task import ClassificationTask
 from transformer.training.classifier_inputs import ClassifierInputs, classifier_inputs
+from transformer.training.classifier_setup import ClassifierModel, Labels, setup_labels, setup_model
 from transformer.training.rng import seed_everything
 from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule
-from transformer.training.stages import run_summary, setup_optimizer, setup_precision, train
+from transformer.training.stages import (
+    metrics_log,
+    run_summary,
+    setup_optimizer,
+    setup_precision,
+    train,
+)
+from transformer.training.tensorboard import TENSORBOARD_DIR, require_tensorboard
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +81,12 @@ def train_classifier(
     device: str | torch.device = "cpu",
     progress: bool = False,
     init_from: str | Path | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Train on ``splits["train"]``, select and tune on ``splits["valid"]`` (when present), then
     report every split with the best model. Returns the summary also written to ``results.json``.
+    With ``resume``, continue the run in ``run_dir`` from its checkpoint, on the same ``splits``
+    (its labels, tokenizer and stored configuration are kept; ``config`` may change the budget).
 
     ``multi_label`` defaults to "some training text has other than one label". ``recipe`` and
     ``data_info`` (where the data came from) are stored in ``config.json`` for later evaluation.
@@ -77,11 +96,16 @@ def train_classifier(
     """
     started = time.monotonic()
     run_dir = Path(run_dir)
-    labels = setup_labels(splits["train"], multi_label=multi_label)
+    if config.tensorboard:  # before any work: one line when the package is missing
+        require_tensorboard()
+    stored = read_record(run_dir) if resume else None
+    labels = setup_labels(splits["train"], multi_label=multi_label, stored=stored)
     seed_everything(config.seed)
-    built = setup_model(config, splits["train"], labels=labels, init_from=init_from)
+    built = setup_model(config, splits["train"], labels=labels, init_from=init_from,
+                        resumed=run_dir if resume else None)
     model = built.model.to(device)
-    precision = setup_precision(config.precision, model=model, device=device)
+    precision = setup_precision(config.precision, model=model, device=device,
+                                previous=stored.section("precision") if stored else None)
     log.info("classifier: %d labels (%s), %s parameters, vocabulary %d", labels.count,
              "multi-label" if labels.multi_label else "single-label", f"{model.num_parameters():,}",
              built.tokenizer.vocab_size)
@@ -95,10 +119,14 @@ def train_classifier(
         weight_decay=config.weight_decay)
     writer = ClassifierWriter(run_dir, built, labels, task=task, config=stored_config(
         config, splits, labels=labels, precision=precision, recipe=recipe, data_info=data_info,
-        built=built))
-    _, result = train(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
-                      data=inputs.data, loop=config.loop_config(precision.precision),
-                      run_dir=run_dir, save_best=writer.save, device=device, progress=progress)
+        built=built, stored=stored))
+    if not resume:  # the model directory is complete from the start: a resume can read it
+        writer.save(model, None)
+    with metrics_log(run_dir, tensorboard=config.tensorboard, precision=precision) as metrics:
+        _, result = train(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
+                          data=inputs.data, loop=config.loop_config(precision.precision),
+                          run_dir=run_dir, save_best=writer.save, device=device,
+                          progress=progress, resume=resume, metrics=metrics)
     figures = report_splits(run_dir, splits, device=device)
     summary = {
         **run_summary(result, run_dir=run_dir, model=model, precision=precision),
@@ -116,74 +144,6 @@ def train_classifier(
     }
     atomic_write_text(run_dir / RESULTS_FILE, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
-
-
-# --- the labels, the tokenizer and the model ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Labels:
-    """The label set of a run: the names (index order) and whether a text may have several."""
-
-    names: tuple[str, ...]
-    multi_label: bool
-
-    @property
-    def count(self) -> int:
-        return len(self.names)
-
-
-def setup_labels(train: ClassificationData, *, multi_label: bool | None) -> Labels:
-    """The labels of the training data; ``multi_label`` defaults to whether some training text
-    has other than one label. InputError for a single-label task of fewer than 2 labels."""
-    names = tuple(train.label_names)
-    if multi_label is None:
-        multi_label = train.multi_label
-    if not multi_label and len(names) < 2:
-        raise InputError(f"{train.name}: a single-label classifier needs at least 2 labels, "
-                         f"found {len(names)}")
-    return Labels(names, multi_label)
-
-
-@dataclass
-class ClassifierModel:
-    """A run's classifier and its tokenizer; ``extra_config``: what ``config.json`` records of
-    where they came from (``init_from``); ``tokenizer_s``: the seconds the tokenizer took."""
-
-    model: TransformerClassifier
-    tokenizer: Tokenizer
-    extra_config: dict[str, Any]
-    tokenizer_s: float
-
-
-def setup_model(config: ClassifierTrainConfig, train: ClassificationData, *, labels: Labels,
-                init_from: str | Path | None) -> ClassifierModel:
-    """A SentencePiece tokenizer trained on ``train``'s texts and a new classifier; or with
-    ``init_from`` that translation model's source tokenizer, and its embeddings and encoder
-    copied into the classifier."""
-    began = time.monotonic()
-    origin = None
-    if init_from is not None:
-        from transformer.training.init_from import read_origin
-
-        origin = read_origin(init_from)
-        tokenizer = origin.src_tokenizer
-    else:
-        tokenizer = Tokenizer.train(
-            train.texts, vocab_size=config.vocab_size, model_type=config.tokenizer_type,
-            character_coverage=config.character_coverage, sample_size=config.tokenizer_sample,
-            seed=config.seed,
-        )
-    tokenizer_s = time.monotonic() - began
-    model = TransformerClassifier(config.model_config(src_vocab_size=tokenizer.vocab_size),
-                                  num_labels=labels.count, pooling=config.pooling,
-                                  multi_label=labels.multi_label)
-    if origin is None:
-        return ClassifierModel(model, tokenizer, {}, tokenizer_s)
-    from transformer.training.init_from import init_encoder
-
-    init_encoder(model, origin)
-    return ClassifierModel(model, tokenizer, {"init_from": origin.record()}, tokenizer_s)
 
 
 # --- the data, the task and the schedule ----------------------------------------------------------
@@ -215,11 +175,17 @@ def schedule_for(config: ClassifierTrainConfig, *, d_model: int, batches_per_epo
 
 def stored_config(config: ClassifierTrainConfig, splits: dict[str, ClassificationData], *,
                   labels: Labels, precision: PrecisionChoice, recipe: SplitRecipe | None,
-                  data_info: dict[str, Any] | None, built: ClassifierModel) -> dict[str, Any]:
+                  data_info: dict[str, Any] | None, built: ClassifierModel,
+                  stored: RunRecord | None = None) -> dict[str, Any]:
     """``config.json`` but the model's shape (which :func:`save_model_dir` adds): the task, the
     classifier head, the labels, the thresholds (set when the model is saved), the training
     configuration, the precision and where the data came from (``data_info``, the ``recipe`` of
-    the held-out splits, their sizes)."""
+    the held-out splits, their sizes). A resumed run keeps what it ``stored`` (its record) with
+    the configuration and precision it continues with."""
+    if stored is not None:
+        kept = {**stored.to_dict(), "training": config.to_dict(), "precision": precision.to_dict()}
+        kept.pop("model", None)
+        return kept
     return {
         "task": "classification",
         "classifier": {"num_labels": labels.count, "pooling": config.pooling,
@@ -247,13 +213,14 @@ class ClassifierWriter:
         self.task = task
         self.config = config
 
-    def save(self, model: torch.nn.Module, evaluation: dict[str, float]) -> None:
-        """Write ``model`` with its validation figures ``evaluation``."""
+    def save(self, model: torch.nn.Module, evaluation: dict[str, float] | None) -> None:
+        """Write ``model`` with its validation figures ``evaluation`` (None: not validated yet)."""
         thresholds = self.task.thresholds if self.task.thresholds is not None else (
             np.full(self.labels.count, 0.5) if self.labels.multi_label else None)
         self.config["thresholds"] = (None if thresholds is None
                                      else [round(float(t), 4) for t in thresholds])
-        self.config["best_validation"] = dict(evaluation)
+        if evaluation is not None:
+            self.config["best_validation"] = dict(evaluation)
         save_model_dir(self.run_dir, model, config=self.config, src_tokenizer=self.tokenizer,
                        tgt_tokenizer=self.tokenizer)
         LabelVocabulary(self.labels.names).save(self.run_dir)
@@ -326,7 +293,8 @@ def _train_classifier_run(config: ClassifierTrainConfig, *, run_dir: Path, overw
             raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it")
         for name in ("metrics.jsonl", RESULTS_FILE):
             (run_dir / name).unlink(missing_ok=True)
-        shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
+        for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", TENSORBOARD_DIR):
+            shutil.rmtree(run_dir / name, ignore_errors=True)
     splits, recipe, info = resolve_splits(
         data=data, train=train, valid=valid, test=test, **(columns or {}),
         seed=split_seed if split_seed is not None else DEFAULT_SEED,
@@ -334,3 +302,51 @@ def _train_classifier_run(config: ClassifierTrainConfig, *, run_dir: Path, overw
     return train_classifier(splits, config=config, run_dir=run_dir, multi_label=multi_label,
                             recipe=recipe, data_info={**info, "preset": preset}, device=device,
                             progress=progress, init_from=init_from)
+
+
+def resume_classifier(run_dir: str | Path, *, device: str | torch.device = "cpu",
+                      progress: bool = False, **stop: Any) -> dict[str, Any]:
+    """``transformer classify train --resume RUN_DIR``: continue the classifier run in ``run_dir``
+    exactly, holding its lock, on the data it recorded (read again the same way, and refused when
+    it changed); ``stop`` may change epochs, max_steps, minutes or patience (a larger budget),
+    save_every, save_minutes, max_bad_updates or tensorboard."""
+    run_dir = Path(run_dir)
+    with hold_run_dir(run_dir):
+        stored = read_record(run_dir)
+        if stored.is_translation or stored.classifier is None or not stored.training:
+            raise InputError(f"{run_dir / CONFIG_FILE}: not a classifier run that can be resumed "
+                             "(a translation run resumes with train --resume)")
+        if not has_checkpoint(run_dir):
+            raise InputError(f"{run_dir / 'checkpoint'}: no checkpoint to resume from")
+        bad = sorted(set(stop) - set(RESUME_FIELDS))
+        if bad:
+            raise ValueError(f"only {', '.join(RESUME_FIELDS)} can change on resume, not "
+                             f"{', '.join(bad)}")
+        try:
+            config = ClassifierTrainConfig.from_dict(stored.section("training"))
+        except (TypeError, ValueError) as err:
+            raise InputError(f"{run_dir / CONFIG_FILE}: bad training configuration: {err}") from None
+        config = config.replace(**{k: v for k, v in stop.items() if v is not None})
+        splits, recipe = recorded_splits(stored)
+        return train_classifier(splits, config=config, run_dir=run_dir, recipe=recipe,
+                                device=device, progress=progress, resume=True)
+
+
+def recorded_splits(stored: RunRecord) -> tuple[dict[str, ClassificationData], SplitRecipe]:
+    """The splits a classifier run trained on, read again as its record says (a corpus by name,
+    or files with their columns; the same rows held out); InputError when they are not the
+    same size as they were."""
+    from transformer.data.classification_splits import DEFAULT_SEED, resolve_splits
+
+    data = stored.section("data") or {}
+    recipe = SplitRecipe.from_dict(data.get("recipe") or {"seed": DEFAULT_SEED})
+    columns = {key: data[key] for key in ("text_column", "label_column", "format",
+                                          "label_separator") if data.get(key) is not None}
+    splits, drawn, _ = resolve_splits(data=data.get("name"), train=data.get("train"),
+                                      valid=data.get("valid"), test=data.get("test"),
+                                      seed=recipe.seed, **columns)
+    sizes = {name: len(split) for name, split in splits.items()}
+    if data.get("sizes") not in (None, sizes) or drawn != recipe:
+        raise InputError(f"{stored.source}: the data the run trained on has changed (it had "
+                         f"{data.get('sizes')} rows, now {sizes}); resume it on the same data")
+    return splits, drawn

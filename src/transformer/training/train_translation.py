@@ -13,8 +13,9 @@ The stages the classifier shares are :mod:`~transformer.training.stages`.
 
 What it writes into the run directory (DESIGN.md): ``config.json`` (model, tokenizer and training
 configuration, where the data came from), ``model.safetensors`` (best by validation BLEU),
-``tokenizer/``, ``checkpoint/`` (exact resume) and ``metrics.jsonl``. Under ``torchrun`` every rank
-trains on its shard of the batches and rank 0 alone writes.
+``tokenizer/``, ``checkpoint/`` (exact resume), ``metrics.jsonl`` and with ``cfg.tensorboard``
+``tensorboard/`` (its figures as TensorBoard events). Under ``torchrun`` every rank trains on its
+shard of the batches and rank 0 alone writes.
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ from transformer.training.data_dir_inputs import open_prepared, prepared_inputs
 from transformer.training.rng import seed_everything
 from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule
-from transformer.training.stages import run_summary, setup_optimizer, setup_precision, train
+from transformer.training.stages import (
+    metrics_log,
+    run_summary,
+    setup_optimizer,
+    setup_precision,
+    train,
+)
+from transformer.training.tensorboard import TENSORBOARD_DIR, require_tensorboard
 from transformer.training.text_inputs import TranslationInputs, read_splits, text_inputs
 from transformer.training.trainer import Trainer, TrainResult
 from transformer.training.translation_setup import TranslationModel, setup_model
@@ -70,6 +78,8 @@ def train_translation(
     ``extra_config`` is stored in ``config.json`` beside the training configuration.
     """
     run_dir = Path(run_dir)
+    if cfg.tensorboard:  # before any work: one line when the package is missing
+        require_tensorboard()
     info, dev = D.init_distributed(device=device)
     seed_everything(cfg.seed)
     prepared = open_prepared(cfg, run_dir=run_dir, resume=resume)  # None unless cfg.data_dir
@@ -93,14 +103,15 @@ def train_translation(
         # the model directory is complete from the start: resume and the other verbs can read it
         writer.save(model, None)
     D.barrier()
-    trainer, result = train(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
-                            data=inputs.data, loop=cfg.loop_config(precision.precision),
-                            run_dir=run_dir, save_best=writer.save, device=dev, progress=progress,
-                            resume=resume)
-    summary = summarize(result, run_dir=run_dir, model=model, cfg=cfg,
-                        train_pairs=inputs.train_pairs, precision=precision)
-    if cfg.average_last and info.is_main:
-        summary["average"] = try_average(cfg, trainer, result, run_dir, writer.save)
+    with metrics_log(run_dir, tensorboard=cfg.tensorboard, precision=precision) as metrics:
+        trainer, result = train(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
+                                data=inputs.data, loop=cfg.loop_config(precision.precision),
+                                run_dir=run_dir, save_best=writer.save, device=dev,
+                                progress=progress, resume=resume, metrics=metrics)
+        summary = summarize(result, run_dir=run_dir, model=model, cfg=cfg,
+                            train_pairs=inputs.train_pairs, precision=precision)
+        if cfg.average_last and info.is_main:
+            summary["average"] = try_average(cfg, trainer, result, run_dir, writer.save)
     D.barrier()
     return {**summary, "device": str(dev), "world_size": info.world_size}
 
@@ -296,7 +307,8 @@ def start_unlocked(cfg: TranslationTrainConfig, *, run_dir: Path, overwrite: boo
         raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it or "
                          f"--resume {run_dir} to continue it")
     if overwrite:
-        for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "snapshots", "metrics.jsonl"):
+        for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "snapshots", "metrics.jsonl",
+                     TENSORBOARD_DIR):
             path = run_dir / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     return train_translation(cfg, run_dir=run_dir, device=device, progress=progress,

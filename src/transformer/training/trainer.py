@@ -36,7 +36,7 @@ from transformer.training import budget as B
 from transformer.training import distributed as D
 from transformer.training.exact_resume import restore_trainer, write_trainer_checkpoint
 from transformer.training.loop_state import EpochData, TrainConfig, TrainResult, TrainState
-from transformer.training.metrics_file import append_metrics
+from transformer.training.metrics_file import MetricsLog
 from transformer.training.model_selection import record_evaluation
 from transformer.training.preemption import Preemption, exit_status
 from transformer.training.rng import seed_everything
@@ -61,7 +61,8 @@ class Trainer:
     it is wrapped in DistributedDataParallel and every rank must be given its own shard of
     batches. ``save_best(model, evaluation)`` is called on rank 0 with the bare model whenever the
     metric improves (and at the end when there is no validation data). ``run_dir`` receives
-    ``metrics.jsonl`` and ``checkpoint/``; without it nothing is written.
+    ``metrics.jsonl`` (``metrics``: where the records go, by default that file alone; its owner
+    closes it) and ``checkpoint/``; without it nothing is written.
     """
 
     def __init__(
@@ -78,6 +79,7 @@ class Trainer:
         device: torch.device | str | None = None,
         progress: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        metrics: MetricsLog | None = None,
     ) -> None:
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         if config.precision == "fp16" and self.device.type != "cuda":
@@ -88,6 +90,7 @@ class Trainer:
         self.scheduler = scheduler
         self.train_data = train_data
         self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.metrics = metrics if metrics is not None else MetricsLog(self.run_dir)
         self.save_best = save_best
         self.progress = progress
         self.clock = clock  # seconds; every duration of the loop (budget, cool-down) reads it
@@ -372,7 +375,7 @@ class Trainer:
     def write_metrics(self, record: dict[str, Any]) -> None:
         if self.run_dir is None or not self.dist.is_main:
             return
-        append_metrics(self.run_dir, record)
+        self.metrics.write(record)
 
     def _say(self, message: str) -> None:
         if not self.dist.is_main:

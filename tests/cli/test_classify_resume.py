@@ -1,0 +1,189 @@
+"""``classify train --resume RUN_DIR``: a run stopped by SIGTERM and resumed ends as an
+uninterrupted run, bit for bit (weights, optimizer, schedule, RNG, best model, thresholds,
+metrics, results); what would change the run is refused in one line; ``--data-dir`` is refused in
+one line saying why and what to do instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from transformer.cli import main
+from transformer.training.checkpoint import load_checkpoint
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+TIMING = {"elapsed_s", "tokens_per_s", "eta_s", "eval_s", "train_s", "total_s", "tokenizer_s"}
+
+
+@pytest.fixture(autouse=True)
+def _keep_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def classify_args(run: Path, *extra: str, train: Path = EXAMPLES / "topics-train.tsv") -> list[str]:
+    """A multi-label run (thresholds tuned at each validation) of the tiny preset, logged and
+    validated every 4 updates unless ``extra`` says otherwise."""
+    return ["classify", "train", "--train", str(train), "--valid",
+            str(EXAMPLES / "topics-valid.tsv"), "--multi-label", "--preset", "tiny",
+            "--vocab-size", "300", "--precision", "fp32", "--threads", "1", "--no-progress",
+            "--out", str(run), "--eval-every", "4", *extra]
+
+
+def _model(run: Path):
+    from transformer.model_dir import build_model, read_config
+
+    return build_model(read_config(run))
+
+
+def _untimed(value):
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k not in TIMING}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def end_state(run: Path) -> dict:
+    """What an exact resume repeats to the last bit: the checkpoint (timings left out), the best
+    model, config.json (thresholds, best validation), the metrics and results without timings."""
+    state = load_checkpoint(run, model=_model(run))
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return {"weights": load_file(str(run / "checkpoint" / "model.safetensors")),
+            "best": load_file(str(run / "model.safetensors")),
+            "config": json.loads((run / "config.json").read_text()),
+            "results": {k: v for k, v in _untimed(json.loads((run / "results.json").read_text()))
+                        .items() if k != "run_dir"},
+            "metrics": _untimed(metrics),
+            **{key: _untimed(state[key]) for key in ("trainer", "optimizer", "scheduler", "rng")}}
+
+
+def assert_equal(a, b, where: str = "") -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_equal(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def _logged_step(run: Path) -> int:
+    path = run / "metrics.jsonl"
+    steps = [0]
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            steps.append(json.loads(line)["step"])
+        except (json.JSONDecodeError, KeyError):  # a line being written
+            continue
+    return max(steps)
+
+
+# when the signal is sent (the run logs at each validation): after 8 updates, at validations every
+# 4; or once the first checkpoint is written, at validations every 40: before the first validation
+# has written the best model (the model directory is written at the start for this)
+SIGTERMS = {"mid-run": ("4", lambda run: _logged_step(run) >= 8),
+            "before the first validation": ("40", lambda run: (run / "checkpoint").is_dir())}
+
+
+@pytest.mark.parametrize("when", list(SIGTERMS))
+def test_a_run_stopped_by_sigterm_and_resumed_ends_as_a_straight_run(tmp_path, when):
+    eval_every, ready = SIGTERMS[when]
+    args = ["--max-steps", "120", "--save-every", "1", "--eval-every", eval_every]
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "transformer", *classify_args(run, *args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 180
+    while not ready(run):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert "SIGTERM" in err and "Traceback" not in err
+    step = load_checkpoint(run, model=_model(run))["trainer"]["step"]
+    assert 0 < step < 120 and (step < 40 or when == "mid-run")
+    assert main(["classify", "train", "--resume", str(run), "--no-progress"]) == 0
+    assert main(classify_args(straight, *args)) == 0
+    assert_equal(end_state(straight), end_state(run))
+
+
+def test_a_finished_run_resumed_with_a_larger_budget_ends_as_one_run_of_it(tmp_path, capsys):
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    assert main(classify_args(straight, "--max-steps", "12")) == 0
+    assert main(classify_args(run, "--max-steps", "8")) == 0
+    capsys.readouterr()
+    assert main(["classify", "train", "--resume", str(run), "--max-steps", "12", "--json",
+                 "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["steps"] == 12 and summary["run_dir"] == str(run)
+    assert_equal(end_state(straight), end_state(run))
+
+
+@pytest.fixture(scope="module")
+def classifier_run(tmp_path_factory) -> Path:
+    """A finished run of 4 updates on a copy of the training file, kept as a template."""
+    root = tmp_path_factory.mktemp("classifier")
+    train = root / "train.tsv"
+    shutil.copy(EXAMPLES / "topics-train.tsv", train)
+    assert main(classify_args(root / "run", "--max-steps", "4", train=train)) == 0
+    return root / "run"
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--d-model", "64"], "--d-model cannot change"),
+    (["--train", "other.tsv"], "--train cannot change"),
+    (["--text-column", "body"], "--text-column cannot change"),
+    (["--config", "c.json"], "--config cannot change"),
+])
+def test_resume_refuses_what_would_change_the_run(cli, classifier_run, capsys, flags, words):
+    assert main(["classify", "train", "--resume", str(classifier_run), *flags]) == 2
+    assert words in cli.error_line(capsys)
+
+
+def test_resume_refuses_changed_data_a_translation_run_and_a_missing_checkpoint(
+        cli, classifier_run, trained_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(classifier_run, run)
+    capsys.readouterr()
+    train = classifier_run.parent / "train.tsv"
+    original = train.read_text()
+    try:
+        train.write_text(original + "One more dog.\tperson\n")
+        assert main(["classify", "train", "--resume", str(run), "--max-steps", "8"]) == 2
+        line = cli.error_line(capsys)
+        assert str(run / "config.json") in line and "has changed" in line
+    finally:
+        train.write_text(original)
+    assert main(["classify", "train", "--resume", str(trained_run)]) == 2
+    assert "not a classifier run that can be resumed" in cli.error_line(capsys)
+    shutil.rmtree(run / "checkpoint")
+    assert main(["classify", "train", "--resume", str(run)]) == 2
+    assert "no checkpoint to resume from" in cli.error_line(capsys)
+
+
+def test_data_dir_is_refused_in_one_line_saying_why(cli, tmp_path, capsys):
+    run = tmp_path / "runs" / "new"
+    assert main(["classify", "train", "--data-dir", str(tmp_path / "prepared"), "--out",
+                 str(run)]) == 2
+    line = cli.error_line(capsys)
+    assert "parallel text" in line and "--train FILE" in line
+    assert not run.parent.exists()

@@ -1,0 +1,152 @@
+"""TensorBoard events of a run, read back with TensorBoard's own reader (``EventAccumulator``):
+the figures of ``metrics.jsonl`` (as float32, what TensorBoard stores), once per update, also
+after a resume that redoes updates; written on rank 0 only. (The commands, and their stops:
+tests/cli/test_tensorboard.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from transformer.training.metrics_file import MetricsLog
+from transformer.training.optimizer import build_optimizer
+from transformer.training.schedule import LRSchedule, build_scheduler
+from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.translation_task import TranslationTask
+
+pytest.importorskip("tensorboard")
+
+# what a record says about where it is rather than about the model: not a curve
+PLACE = {"kind", "step", "epoch", "lr", "elapsed_s", "eta_s", "snapshots", "kept"}
+
+
+def as_float32(value: float) -> float:
+    """What TensorBoard stores of a scalar: a 32-bit float."""
+    return float(np.float32(value))
+
+
+def expected_curves(run_dir) -> dict[str, list[tuple[int, float]]]:
+    """The curves the issue asks for, from metrics.jsonl: the training loss, learning rate and
+    tokens/s of each logged update, and every figure of each evaluation."""
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        kind = record["kind"]
+        if kind == "train":
+            names = ["loss", "lr", "tokens_per_s"]
+        elif kind in ("valid", "average"):
+            names = [name for name in record if name not in PLACE]
+        else:
+            continue
+        for name in names:
+            point = (record["step"], as_float32(record[name]))
+            curves.setdefault(f"{kind}/{name}", []).append(point)
+    return curves
+
+
+def read_events(run_dir) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str]]:
+    """(scalars by tag as (step, value) in file order, the latest text by tag), as TensorBoard's
+    reader gives them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    reader = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    reader.Reload()
+    scalars = {tag: [(e.step, e.value) for e in reader.Scalars(tag)]
+               for tag in reader.Tags()["scalars"]}
+    texts = {tag.removesuffix("/text_summary"):
+             tensor_util.make_ndarray(reader.Tensors(tag)[-1].tensor_proto).item().decode()
+             for tag in reader.Tags()["tensors"] if tag.endswith("/text_summary")}
+    return scalars, texts
+
+
+class Dies(TranslationTask):
+    """A task that raises ``Died`` (as a SIGKILL would end the process) before the loss of update
+    ``at``."""
+
+    def __init__(self, at: int, **kwargs):
+        super().__init__(**kwargs)
+        self.at, self.calls = at, 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls == self.at:
+            raise Died
+        return super().loss(model, batch)
+
+
+class Died(Exception):
+    pass
+
+
+def make(synth, run_dir, metrics, *, die_at=None, **cfg):
+    """A trainer of 5 batches an epoch with dropout (the RNG matters), validated by loss."""
+    pairs = synth.make_pairs(40, seed=3)
+    batches = [synth.collate(pairs[i : i + 8]) for i in range(0, 40, 8)]
+    valid = [synth.collate(synth.make_pairs(8, seed=4))]
+    model = synth.tiny_model(dropout=0.2, seed=7)
+    opt = build_optimizer(model)
+    sched = build_scheduler(opt, schedule=LRSchedule(kind="inverse_sqrt", warmup=3, peak_lr=1e-2))
+    task = (TranslationTask(valid_batches=valid) if die_at is None
+            else Dies(die_at, valid_batches=valid))
+    return Trainer(model=model, task=task, optimizer=opt, scheduler=sched,
+                   train_data=synth.ListData(batches, seed=5),
+                   config=TrainConfig(seed=11, log_every=1, **cfg), run_dir=run_dir,
+                   metrics=metrics)
+
+
+def test_the_events_hold_the_figures_of_metrics_jsonl(synth, tmp_path):
+    notes = {"precision": "precision fp32 (asked: fp32): as asked", "machine": "a CPU"}
+    with MetricsLog(tmp_path, tensorboard=True, notes=notes) as metrics:
+        make(synth, tmp_path, metrics, max_steps=6, eval_every=3).fit()
+    scalars, texts = read_events(tmp_path)
+    assert scalars == expected_curves(tmp_path)
+    assert {"train/loss", "train/lr", "train/tokens_per_s", "valid/loss"} <= set(scalars)
+    assert [step for step, _ in scalars["train/loss"]] == [1, 2, 3, 4, 5, 6]
+    assert texts == {f"run/{name}": text for name, text in notes.items()}
+
+
+def test_a_resume_after_a_kill_purges_the_events_written_after_its_checkpoint(synth, tmp_path):
+    """Killed during update 8 (the last checkpoint: update 6), the events of update 7 are on disk;
+    the resumed run writes update 7 again, and TensorBoard shows each update once, as the
+    metrics file holds it."""
+    with MetricsLog(tmp_path, tensorboard=True) as metrics, pytest.raises(Died):
+        make(synth, tmp_path, metrics, die_at=8, max_steps=9, eval_every=3, save_every=5).fit()
+    assert [step for step, _ in read_events(tmp_path)[0]["train/loss"]] == list(range(1, 8))
+    with MetricsLog(tmp_path, tensorboard=True) as metrics:
+        make(synth, tmp_path, metrics, max_steps=9, eval_every=3, save_every=5).fit(resume=True)
+    scalars, _ = read_events(tmp_path)
+    assert scalars == expected_curves(tmp_path)
+    assert [step for step, _ in scalars["train/loss"]] == list(range(1, 10))
+    assert [step for step, _ in scalars["valid/loss"]] == [3, 6, 9]
+
+
+def test_only_rank_0_writes_events(monkeypatch, tmp_path):
+    from transformer.precision import PrecisionChoice
+    from transformer.training import distributed, stages
+
+    precision = PrecisionChoice(requested="fp32", precision="fp32", reason="as asked")
+    for rank, writes in ((0, True), (1, False)):
+        info = distributed.DistInfo(rank=rank, world_size=2, local_rank=rank)
+        monkeypatch.setattr(distributed, "current", lambda info=info: info)
+        with stages.metrics_log(tmp_path, tensorboard=True, precision=precision) as metrics:
+            assert metrics.tensorboard is writes
+            assert ("machine" in metrics.notes) is writes
+
+
+def test_without_tensorboard_there_are_no_events(synth, tmp_path):
+    make(synth, tmp_path, None, max_steps=2, eval_every=1).fit()
+    assert (tmp_path / "metrics.jsonl").is_file() and not (tmp_path / "tensorboard").exists()
+
+
+def test_a_missing_package_is_one_line(monkeypatch, tmp_path):
+    from transformer.errors import InputError
+
+    monkeypatch.setitem(__import__("sys").modules, "torch.utils.tensorboard", None)
+    with pytest.raises(InputError, match=r"^--tensorboard needs the tensorboard package: pip"):
+        MetricsLog(tmp_path, tensorboard=True)
+    assert list(tmp_path.iterdir()) == []
+    torch.manual_seed(0)  # nothing else to undo
