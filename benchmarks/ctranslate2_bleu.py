@@ -27,13 +27,13 @@ import time
 from pathlib import Path
 
 import torch
-from transformer.inference.translation_eval import read_test_set
 
 from machine import cpu_name, describe, require_model  # benchmarks/machine.py
 from transformer.convert import export_ctranslate2
 from transformer.convert.ctranslate2 import onednn_int8_saturates
 from transformer.evaluation.bleu import score_translations
 from transformer.inference.loader import load_translator
+from transformer.inference.translation_eval import read_test_set
 from transformer.model_dir import load_model_dir
 
 

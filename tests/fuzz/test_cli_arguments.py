@@ -145,9 +145,8 @@ def test_arguments(verb, slow, paths, monkeypatch):
     root, reads, writes = paths
     monkeypatch.chdir(root)
     monkeypatch.setattr(sys, "stdin", sys.stdin)  # restored after the test
-    import transformer.inference.translation_eval as eval_translation
-
     import transformer.inference.classifier_eval as eval_classifier
+    import transformer.inference.translation_eval as eval_translation
     import transformer.training.auto_resume as auto_resume
     import transformer.training.demo as demo
     import transformer.training.train_classifier as train_classifier
