@@ -36,6 +36,7 @@ from transformer.serving.schemas import (
     TranslateRequest,
     error_line,
 )
+from transformer.serving.score import add_score_route
 
 log = logging.getLogger(__name__)
 STATIC = files("transformer.serving") / "static"
@@ -156,7 +157,8 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
         if req.nbest is not None and req.nbest > req.beam:
             raise ApiError(422, f"nbest: at most beam ({req.beam}), got {req.nbest}")
         options = model.default_options(beam_size=req.beam, nbest=req.nbest,
-                                        length_penalty=req.length_penalty, max_len=req.max_len)
+                                        length_penalty=req.length_penalty, max_len=req.max_len,
+                                        alignments=req.alignments)
         tokens = model.count_tokens(req.texts)
         found = await submit_unless_gone(request, batchers[model.name],
                                          (list(req.texts), options, req.split), tokens=tokens)
@@ -167,6 +169,8 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
                                    "cut_sentences": t.cut}
             if req.nbest is not None:
                 row["nbest"] = [{"text": text, "score": score} for text, score in t.nbest]
+            if req.alignments:
+                row["alignments"] = [list(pair) for pair in t.alignments or []]
             out.append(row)
         return {"model": model.name, "translations": out,
                 "timing": {"total_ms": round((time.perf_counter() - start) * 1000, 3)}}
@@ -218,6 +222,8 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
                 "decoder_input_tokens": att.tgt_in_tokens,
                 "attention": {"encoder": _rounded(att.encoder), "decoder": _rounded(att.decoder),
                               "cross": _rounded(att.cross)}}
+
+    add_score_route(app, pick=pick)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
