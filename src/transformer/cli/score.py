@@ -6,7 +6,13 @@ import argparse
 import json
 import sys
 
-from transformer.cli.common import add_device_threads, inference_device, set_threads
+from transformer.cli.common import (
+    add_device_threads,
+    add_progress,
+    inference_device,
+    progress,
+    set_threads,
+)
 from transformer.config.choices import INFERENCE_PRECISIONS
 
 
@@ -41,6 +47,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "float32")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     add_device_threads(p)
+    add_progress(p)
     p.set_defaults(handler=run)
 
 
@@ -53,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     check_pairs(sources, targets, names=(args.src_file, args.tgt_file))  # before the model loads
     scorer = load_scorer(args.model, precision=args.precision, max_tokens=args.max_tokens,
                          device=inference_device(args.device, args.precision))
+    scorer.progress = progress(args)
     scores = score_pairs(scorer, sources, targets, names=(args.src_file, args.tgt_file))
     for number, s in enumerate(scores, start=1):
         if args.json:

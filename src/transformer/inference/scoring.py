@@ -68,14 +68,15 @@ class PairScore:
 
 @torch.inference_mode()
 def score_ids(model: nn.Module, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *,
-              max_tokens: int = MAX_TOKENS, bos_id: int = BOS_ID,
-              eos_id: int = EOS_ID) -> list[PairScore]:
+              max_tokens: int = MAX_TOKENS, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
+              on_batch: Callable[[int], None] | None = None) -> list[PairScore]:
     """Forced-decoding scores of ``(source ids, target ids)`` pairs (no BOS/EOS; each must fit the
     model: ``len(source) <= max_len``, ``len(target) < max_len``), in input order.
 
     Batches hold at most ``max_tokens`` padded positions (the training batcher's measure); the
     model runs in eval mode in its own dtype and the log-softmax in float32, as the training loss
-    computes it. ValueError for a pair that does not fit or a budget smaller than one pair."""
+    computes it; ``on_batch(pairs)`` is called after each batch (a progress bar). ValueError for a
+    pair that does not fit or a budget smaller than one pair."""
     limit = int(model.config.max_len)
     pad_id = int(model.config.pad_id)
     items = [(list(s), list(t)) for s, t in pairs]
@@ -103,6 +104,8 @@ def score_ids(model: nn.Module, pairs: Sequence[tuple[Sequence[int], Sequence[in
             for i, total, count in zip(indices, sums.tolist(), keep.sum(dim=-1).tolist(),
                                        strict=True):
                 out[i] = PairScore(float(total), int(count))
+            if on_batch is not None:
+                on_batch(len(indices))
     finally:
         model.train(was_training)
     return out  # type: ignore[return-value]
@@ -125,6 +128,7 @@ class Scorer:
         self.record: RunRecord = loaded.record
         self.precision = precision
         self.max_tokens = max_tokens
+        self.progress = False  # a bar over the batches of a call that has several
 
 
 def _line(name: str, index: int) -> str:
@@ -167,8 +171,18 @@ def score_pairs(scorer: Scorer, sources: Sequence[str], targets: Sequence[str], 
     if any(cut):
         log.warning("%d source sentences were longer than the model's %d positions and were cut",
                     sum(cut), limit)
-    scores = score_ids(scorer.model, [(s[:limit], t) for s, t in zip(src_ids, tgt_ids, strict=True)],
-                       max_tokens=max(scorer.max_tokens, limit + 1))
+    bar = None
+    if scorer.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(sources), unit="pair", desc="scoring", leave=False, dynamic_ncols=True)
+    try:
+        scores = score_ids(scorer.model, [(s[:limit], t) for s, t in zip(src_ids, tgt_ids, strict=True)],
+                           max_tokens=max(scorer.max_tokens, limit + 1),
+                           on_batch=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
     return [PairScore(s.log_prob, s.tokens, c) for s, c in zip(scores, cut, strict=True)]
 
 
