@@ -3,9 +3,9 @@ translations, and how fast does it score?
 
 Two kinds of wrong translation per source, K of each: another sentence's reference (a shuffle of
 the references, no sentence keeping its own), and the reference's own words in a shuffled order
-(the same words, so only the order can tell them apart). For each, the share of sources whose
-reference scores above every one of its K wrong translations, by summed log-probability and by
-its per-token average, and the pairs and target tokens scored per second (one batch budget,
+(the same words, so only the order can tell them apart). For each, the share of (reference, wrong
+translation) pairs in which the reference scores higher and the share of sources whose reference
+scores above all K, by summed log-probability and by its per-token average, and the pairs and target tokens scored per second (one batch budget,
 `--threads` threads, the model's precision as `--precision` resolves it).
 
     transformer train --preset multi30k-cpu --minutes 10 --threads 1 --out runs/m30k
@@ -57,7 +57,7 @@ def ranking(scorer, sources, references, wrong: list[list[str | None]]) -> dict:
     from transformer.inference.scoring import score_pairs
 
     right = score_pairs(scorer, sources, references)
-    out = {"sum": 0, "avg": 0, "sources": 0}
+    out = {"sum": 0, "avg": 0, "sources": 0, "pairs": 0, "pair_sum": 0, "pair_avg": 0}
     columns = [score_pairs(scorer, sources, [w or "" for w in column]) for column in wrong]
     for i, r in enumerate(right):
         others = [(column[i], wrong[k][i]) for k, column in enumerate(columns) if wrong[k][i] is not None]
@@ -66,8 +66,13 @@ def ranking(scorer, sources, references, wrong: list[list[str | None]]) -> dict:
         out["sources"] += 1
         out["sum"] += all(r.log_prob > s.log_prob for s, _ in others)
         out["avg"] += all(r.avg_log_prob > s.avg_log_prob for s, _ in others)
-    n = max(out["sources"], 1)
-    return {"sources": out["sources"], "first_by_sum": out["sum"] / n, "first_by_avg": out["avg"] / n}
+        out["pairs"] += len(others)
+        out["pair_sum"] += sum(r.log_prob > s.log_prob for s, _ in others)
+        out["pair_avg"] += sum(r.avg_log_prob > s.avg_log_prob for s, _ in others)
+    n, m = max(out["sources"], 1), max(out["pairs"], 1)
+    return {"sources": out["sources"], "first_by_sum": out["sum"] / n, "first_by_avg": out["avg"] / n,
+            "pairs": out["pairs"], "above_by_sum": out["pair_sum"] / m,
+            "above_by_avg": out["pair_avg"] / m}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,11 +113,13 @@ def main(argv: list[str] | None = None) -> int:
               "shuffled_words": ranking(scorer, sources, references, shuffled),
               "pairs_per_s": len(sources) / seconds, "target_tokens_per_s": tokens / seconds}
     print(f"{args.model} on {result['split']} ({len(sources)} pairs, {scorer.precision}, "
-          f"{args.threads} thread): reference ranked above all {args.wrong} wrong translations")
-    print(f"{'wrong translations':<26} {'sources':>8} {'by sum':>8} {'by avg':>8}")
+          f"{args.threads} thread): the reference ranked above one wrong translation (pairwise), "
+          f"and above all {args.wrong} of a kind (first)")
+    print(f"{'wrong translations':<24} {'pairs':>6} {'by sum':>7} {'by avg':>7} {'first sum':>10} {'first avg':>10}")
     for name, key in (("other sentences' refs", "other_references"), ("its words shuffled", "shuffled_words")):
         row = result[key]
-        print(f"{name:<26} {row['sources']:>8} {row['first_by_sum']:>8.3f} {row['first_by_avg']:>8.3f}")
+        print(f"{name:<24} {row['pairs']:>6} {row['above_by_sum']:>7.3f} {row['above_by_avg']:>7.3f} "
+              f"{row['first_by_sum']:>10.3f} {row['first_by_avg']:>10.3f}")
     print(f"speed: {result['pairs_per_s']:.0f} pairs/s, {result['target_tokens_per_s']:.0f} target tokens/s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
