@@ -90,7 +90,7 @@ def test_classify_train_gives_each_preset_its_own_time():
 
 
 WORKFLOWS = {"train": ("demo", "prepare", "train", "classify", "average", "memory", "config"),
-             "use": ("translate", "evaluate"), "look inside": ("attention", "plot"),
+             "use": ("translate", "evaluate", "score"), "look inside": ("attention", "plot"),
              "serve": ("serve",), "convert": ("import", "export")}
 
 
@@ -120,6 +120,9 @@ DIFFERS = {
     ("--precision", "classify train"): PRESET_OR_RUN,
     ("--precision", "serve"): "the same choices and default as translate, worded for a server",
     ("--json", "translate"): "translate prints one JSON object per input line",
+    ("--json", "score"): "score prints one JSON object per input line, as translate",
+    ("--precision", "score"): "translate's choices; int8, a decoding path, scores in float32",
+    ("--max-tokens", "score"): "a scoring batch's padded positions, not a preset's training batch",
     ("--batch-size", "memory"): "rows of the batch an estimate is for",
     ("--batch-tokens", "serve"): "the server's dynamic batch, not a training batch",
     ("--d-model", "plot positional"): "the width of the plotted encoding, no model",
@@ -199,7 +202,7 @@ def test_every_listed_difference_is_still_a_difference():
     assert not stale, f"listed reasons for flags the verbs no longer share: {stale}"
 
 
-LONG_RUNNING = ("demo", "train", "classify train", "prepare", "translate", "evaluate")
+LONG_RUNNING = ("demo", "train", "classify train", "prepare", "translate", "evaluate", "score")
 
 
 @pytest.mark.parametrize("verb", LONG_RUNNING)
@@ -210,7 +213,8 @@ def test_a_long_running_verb_has_the_progress_flags(verb):
 
 
 @pytest.mark.parametrize("verb", ["classify train", "classify predict", "classify evaluate",
-                                  "attention", "serve", "translate", "evaluate", "train", "demo"])
+                                  "attention", "serve", "translate", "evaluate", "train", "demo",
+                                  "score"])
 def test_device_is_auto_in_every_verb_that_runs_a_model(verb):
     assert PARSERS[verb]._option_string_actions["--device"].default == "auto"  # noqa: SLF001
 

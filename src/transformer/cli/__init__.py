@@ -29,6 +29,7 @@ from transformer.cli import (
     memory,
     plot,
     prepare,
+    score,
     serve,
     train,
     translate,
@@ -39,8 +40,8 @@ from transformer.cli.errors import run_handler
 from transformer.cli.parser import Parser
 
 # in workflow order: train, use, look inside, serve, convert (as the help's epilog groups them)
-VERBS = (demo, prepare, train, classify, average, memory, config, translate, evaluate, attention,
-         plot, serve, imports, export, version)
+VERBS = (demo, prepare, train, classify, average, memory, config, translate, evaluate, score,
+         attention, plot, serve, imports, export, version)
 EPILOG = """\
 workflows (one example each; `transformer VERB --help` for the rest):
   train        transformer train --preset multi30k-cpu --threads 2 --out runs/m30k

@@ -36,6 +36,12 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write translations to FILE (atomically)")
     p.add_argument("--nbest", type=int, help="print the K best translations of each sentence")
     p.add_argument("--json", action="store_true", help="one JSON object per input line")
+    p.add_argument("--alignments", action="store_true",
+                   help="add each line's word alignments as Pharaoh pairs 'i-j' (0-based "
+                   "source word i, target word j; words: whitespace-separated): after the "
+                   "translation as 'TRANSLATION ||| 0-0 1-2', or in --json as alignments, a "
+                   "list of [i, j]; read "
+                   "from cross-attention (transformer.inference.alignment says the rule)")
     add_decoding_flags(p)
     p.set_defaults(handler=run)
 
@@ -68,11 +74,17 @@ def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0) -
         item["unknown_pieces"] = unknown
         if args.nbest:
             item["nbest"] = [{"translation": s, "score": v} for s, v in t.nbest]
+        if args.alignments:
+            item["alignments"] = [list(pair) for pair in t.alignments or []]
         return [json.dumps(item, ensure_ascii=False, sort_keys=True)]
     if args.nbest:  # always exactly --nbest lines per input: LINE <tab> SCORE <tab> TEXT
         pairs = t.nbest or [("", 0.0)]
         pairs = pairs + [pairs[-1]] * (args.nbest - len(pairs))
         return [f"{number}\t{score:.4f}\t{text}" for text, score in pairs]
+    if args.alignments:  # as Marian prints it
+        from transformer.inference.alignment import pharaoh
+
+        return [f"{t.text} ||| {pharaoh(t.alignments or [])}"]
     return [t.text]
 
 
@@ -83,7 +95,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give sentences as arguments or -i FILE, not both")
     from transformer.inference.lines import stream_lines, translate_lines
 
+    if args.alignments and args.nbest and not args.json:
+        raise InputError("--alignments with --nbest needs --json (the best translation's "
+                         "alignments go beside its n-best list)")
     translator = translator_of(args, nbest=args.nbest)
+    if args.alignments:
+        from dataclasses import replace
+
+        translator.options = replace(translator.options, alignments=True)
     src_lang, tgt_lang = translator.record.languages
     how = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
     source = args.input or ("argument" if args.sentences else "<stdin>")

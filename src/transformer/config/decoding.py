@@ -34,6 +34,8 @@ class DecodeOptions:
     max_len_a: float | None = MAX_LEN_A
     max_len_b: int = MAX_LEN_B
     max_len: int | None = None
+    # word alignments of each translated line (transformer.inference.alignment); the search ignores it
+    alignments: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) or self.beam_size < 1:

@@ -4,12 +4,15 @@
     translator = load_translator("runs/m30k", beam_size=4)
     translator.translate(["A man rides a horse."])[0].text
     load_classifier("runs/nsmc").predict(["재밌어요"]).labels(0)
+    score_pairs(load_scorer("runs/m30k"), ["A dog runs."], ["Ein Hund rennt."])[0].log_prob
+    load_translator("runs/m30k", alignments=True)   # translate_lines then gives each line's pairs
 
 One floor above ``decoding`` (search and its fast path) and ``evaluation`` (metrics); the verbs,
 the server and Python all come through :mod:`transformer.inference.loader`.
 """
 
 from transformer.config.decoding import DecodeOptions
+from transformer.inference.alignment import AlignmentRule, align_texts, pharaoh
 from transformer.inference.classifier import Classifier, Predictions
 from transformer.inference.classifier_eval import evaluate_classifier, evaluation_data
 from transformer.inference.lines import LineTranslation, translate_lines
@@ -19,6 +22,7 @@ from transformer.inference.loader import (
     load_translator,
     translator_for,
 )
+from transformer.inference.scoring import PairScore, Scorer, load_scorer, score_pairs
 from transformer.inference.translation_eval import evaluate_translation, read_test_set
 from transformer.inference.translator import Translation, Translator
 
@@ -26,4 +30,5 @@ __all__ = [
     "Classifier", "DecodeOptions", "LineTranslation", "Predictions", "Translation", "Translator",
     "classifier_for", "evaluate_classifier", "evaluate_translation", "evaluation_data",
     "load_classifier", "load_translator", "read_test_set", "translate_lines", "translator_for",
+    "AlignmentRule", "PairScore", "Scorer", "align_texts", "load_scorer", "pharaoh", "score_pairs",
 ]

@@ -32,10 +32,12 @@ class LineTranslation(Translation):
     """One input line's translation. ``sentences``: how many it was translated as (0 for an empty
     line); ``cut``: how many of them were longer than the model's positions and were cut to fit.
     With several sentences, ``score`` is the sum of theirs and the k-th n-best entry joins their
-    k-th candidates (not a true k-best of the line)."""
+    k-th candidates (not a true k-best of the line). ``alignments``: the line's (source word,
+    target word) pairs when the options ask for them (:mod:`transformer.inference.alignment`)."""
 
     sentences: int = 0
     cut: int = 0
+    alignments: list[tuple[int, int]] | None = None
 
 
 def nth_sentence(text: str, number: int, *, lang: str = "en") -> tuple[str, list[str]]:
@@ -80,7 +82,22 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
         spans.append((start, len(units), len(sentences), cut))
     found = translator.translate(units)
     glue = joiner(tgt_lang)
-    return [_joined(found[a:b], glue, sentences=n, cut=cut) for a, b, n, cut in spans]
+    out = [_joined(found[a:b], glue, sentences=n, cut=cut) for a, b, n, cut in spans]
+    if translator.options.alignments:
+        _align(translator, lines, units, [t.text for t in found], spans, out)
+    return out
+
+
+def _align(translator: Translator, lines: Sequence[str], units: list[str], texts: list[str],
+           spans: list[tuple[int, int, int, int]], out: list[LineTranslation]) -> None:
+    """Each line's word alignments, from its sentences aligned in one batch."""
+    from transformer.inference.alignment import align_texts, line_pairs
+
+    pairs = align_texts(translator.model, translator.src_tokenizer, translator.tgt_tokenizer,
+                        units, texts)
+    for line, result, (a, b, _, _) in zip(lines, out, spans, strict=True):
+        result.alignments = line_pairs(line, result.text, list(zip(units[a:b], texts[a:b],
+                                                                     pairs[a:b], strict=True)))
 
 
 def stream_lines(translator: Translator, lines: Iterable[str], *, chunk_size: int | None = None,

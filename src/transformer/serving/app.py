@@ -28,7 +28,8 @@ from transformer.serving.errors import ApiError, add_error_handlers
 from transformer.serving.guard import Guard
 from transformer.serving.metrics import Metrics
 from transformer.serving.models import ServedModel
-from transformer.serving.routes import STATIC, ServerState, add_routes, submit_unless_gone
+from transformer.serving.routes import STATIC, add_routes, submit_unless_gone
+from transformer.serving.state import ServerState
 
 __all__ = ["ApiError", "ServeSettings", "create_app", "submit_unless_gone"]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
@@ -20,25 +19,12 @@ from fastapi.responses import FileResponse, PlainTextResponse
 from transformer.errors import InputError
 from transformer.serving.batcher import Batcher
 from transformer.serving.errors import ApiError
-from transformer.serving.metrics import Metrics
 from transformer.serving.models import ServedModel
 from transformer.serving.schemas import AttentionRequest, ClassifyRequest, TranslateRequest
+from transformer.serving.score import score
+from transformer.serving.state import pick, server_state
 
 STATIC = files("transformer.serving") / "static"
-
-
-@dataclass(frozen=True)
-class ServerState:
-    """What the routes of one app share. ``batchers`` is the app's own (several apps may serve one
-    set of models), filled by model name when the app starts and emptied of work when it stops."""
-
-    served: dict[str, ServedModel]
-    metrics: Metrics
-    batchers: dict[str, Batcher]
-
-
-def _state(request: Request) -> ServerState:
-    return request.app.state.server
 
 
 async def submit_unless_gone(request: Any, batcher: Batcher, payload: Any, *, tokens: int,
@@ -55,16 +41,6 @@ async def submit_unless_gone(request: Any, batcher: Batcher, payload: Any, *, to
             raise ApiError(499, "client disconnected")
 
 
-def pick(served: dict[str, ServedModel], name: str, task: str) -> ServedModel:
-    """The loaded model ``name`` of ``task``; ApiError 404 when none is, 422 for another task."""
-    model = served.get(name)
-    if model is None:
-        raise ApiError(404, f"model: no loaded model named {name!r} (loaded: {', '.join(sorted(served))})")
-    if model.task != task:
-        raise ApiError(422, f"model: {name!r} is a {model.task} model, not a {task} one")
-    return model
-
-
 def _rounded(maps: list[Any]) -> list[Any]:
     """Per-layer (H, Lq, Lk) tensors -> nested lists with 4 decimals (keeps the JSON small)."""
     return [m.float().round(decimals=4).tolist() for m in maps]
@@ -75,25 +51,26 @@ def _elapsed_ms(start: float) -> dict[str, float]:
 
 
 async def health(request: Request) -> dict[str, Any]:
-    return {"status": "ok", "models": sorted(_state(request).served)}
+    return {"status": "ok", "models": sorted(server_state(request).served)}
 
 
 async def prometheus(request: Request) -> PlainTextResponse:
-    return PlainTextResponse(_state(request).metrics.render(), media_type="text/plain; version=0.0.4")
+    return PlainTextResponse(server_state(request).metrics.render(), media_type="text/plain; version=0.0.4")
 
 
 async def models(request: Request) -> dict[str, Any]:
-    return {"models": [m.describe() for m in _state(request).served.values()]}
+    return {"models": [m.describe() for m in server_state(request).served.values()]}
 
 
 async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     start = time.perf_counter()
-    state = _state(request)
+    state = server_state(request)
     model = pick(state.served, req.model, "translation")
     if req.nbest is not None and req.nbest > req.beam:
         raise ApiError(422, f"nbest: at most beam ({req.beam}), got {req.nbest}")
     options = model.default_options(beam_size=req.beam, nbest=req.nbest,
-                                    length_penalty=req.length_penalty, max_len=req.max_len)
+                                    length_penalty=req.length_penalty, max_len=req.max_len,
+                                    alignments=req.alignments)
     tokens = model.count_tokens(req.texts)
     found = await submit_unless_gone(request, state.batchers[model.name],
                                      (list(req.texts), options, req.split), tokens=tokens)
@@ -104,13 +81,15 @@ async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
                                "cut_sentences": t.cut}
         if req.nbest is not None:
             row["nbest"] = [{"text": text, "score": score} for text, score in t.nbest]
+        if req.alignments:
+            row["alignments"] = [list(pair) for pair in t.alignments or []]
         out.append(row)
     return {"model": model.name, "translations": out, "timing": _elapsed_ms(start)}
 
 
 async def classify(req: ClassifyRequest, request: Request) -> dict[str, Any]:
     start = time.perf_counter()
-    state = _state(request)
+    state = server_state(request)
     model = pick(state.served, req.model, "classification")
     rows = await submit_unless_gone(request, state.batchers[model.name], list(req.texts),
                                     tokens=model.count_tokens(req.texts))
@@ -139,7 +118,7 @@ def _attention_text(req: AttentionRequest, model: ServedModel) -> tuple[str, lis
 async def attention(req: AttentionRequest, request: Request) -> dict[str, Any]:
     from transformer.visualization.sentence import sentence_attention
 
-    served = _state(request).served
+    served = server_state(request).served
     model = served.get(req.model)
     if model is None:
         pick(served, req.model, "translation")  # raises the 404
@@ -174,4 +153,5 @@ def add_routes(app: FastAPI) -> None:
     app.add_api_route("/v1/translate", translate, methods=["POST"])
     app.add_api_route("/v1/classify", classify, methods=["POST"])
     app.add_api_route("/v1/attention", attention, methods=["POST"])
+    app.add_api_route("/v1/score", score, methods=["POST"])
     app.add_api_route("/", page, methods=["GET"], include_in_schema=False)

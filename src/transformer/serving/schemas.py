@@ -34,6 +34,7 @@ class TranslateRequest(Request):
     length_penalty: Annotated[float, Field(ge=0.0, le=10.0)] = 0.6
     max_len: Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS)] | None = None
     split: bool = True  # each text split into sentences, translated one by one (False: whole)
+    alignments: bool = False  # each translation's word pairs [i, j] (transformer.inference.alignment)
 
 
 class AttentionRequest(Request):
