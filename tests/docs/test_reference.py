@@ -1,5 +1,6 @@
-"""The generated command-line reference lists every verb and every flag of the parsers, and every
-``transformer ...`` command written in the docs uses only flags its verb has."""
+"""The reference pages made from the code (docs/_generate/reference.py) are committed up to date and
+readable as plain Markdown; the command-line reference lists every verb and every flag of the
+parsers; every ``transformer ...`` command written in the docs uses only flags its verb has."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _load(name: str, path: Path):
     return module
 
 
-hook = _load("docs_cli_reference", DOCS / "_hooks" / "cli_reference.py")
+hook = _load("docs_reference", DOCS / "_generate" / "reference.py")
 blocks = _load("docs_blocks", Path(__file__).with_name("blocks.py"))
 
 
@@ -35,30 +36,54 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def test_the_reference_has_every_verb_and_flag():
-    page = hook.render()
+    page = hook.render_cli()
     verbs = list(hook.walk(build_parser()))
     assert len(verbs) >= 15  # the walk found the sub-commands (classify train, export ...)
     for path, _, parser in verbs:
         name = " ".join(path)
-        section = page.split(f"## `transformer {name}`", 1)
+        section = page.split(f"## `transformer {name}`\n", 1)
         assert len(section) == 2, f"no section for transformer {name}"
         body = section[1].split("\n## ", 1)[0]
-        missing = sorted(o for o in _options(parser) if o not in body)
+        missing = sorted(o for o in _options(parser) - {"-h", "--help"} if o not in body)
         assert not missing, f"transformer {name}: {missing} missing from its section"
 
 
-def test_the_hook_fills_only_the_cli_page():
-    class Page:
-        class file:
-            src_uri = "reference/cli.md"
+def test_the_committed_reference_pages_are_what_the_code_generates():
+    """`make docs-reference` writes them; a flag, verb or docstring changed since fails here."""
+    stale = [str(p.relative_to(ROOT)) for p in hook.stale_pages()]
+    assert not stale, f"stale: {stale}; run `make docs-reference` and commit the pages"
 
-    filled = hook.on_page_markdown(f"intro\n{hook.MARKER}\n", Page)
-    assert hook.MARKER not in filled and "## `transformer train`" in filled
-    Page.file.src_uri = "index.md"
-    assert hook.on_page_markdown(f"x {hook.MARKER}", Page) == f"x {hook.MARKER}"
-    Page.file.src_uri = "reference/cli.md"
-    with pytest.raises(ValueError, match="marker"):
-        hook.on_page_markdown("the marker was deleted", Page)
+
+def test_the_reference_pages_read_on_github():
+    """No marker that only a build step expands (mkdocstrings' `:::`), no page left empty."""
+    for page in sorted((DOCS / "reference").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"^:::", text, re.M), f"{page.name}: a `:::` marker"
+        prose = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+        assert len(prose.split()) > 40, f"{page.name} is nearly empty"
+    api = (DOCS / "reference" / "python-api.md").read_text(encoding="utf-8")
+    for name in ("load_translator", "translate_lines", "greedy_decode", "ModelConfig"):
+        assert f"### `{name}`" in api, f"the Python API page lacks {name}"
+
+
+def test_a_stale_region_is_found_and_an_unknown_one_refused():
+    page = "intro\n<!-- generated: api transformer.errors.InputError -->\nold text\n<!-- /generated -->\n"
+    filled = hook.fill(page)
+    assert "old text" not in filled and "### `InputError`" in filled and hook.fill(filled) == filled
+    with pytest.raises(ValueError, match="unknown generated region"):
+        hook.fill("<!-- generated: nonsense -->\n<!-- /generated -->")
+
+
+def test_a_long_signature_gets_one_parameter_a_line():
+    def f(alpha: int, beta: str = "b", *, gamma: float = 1.0, delta: list[int] | None = None,
+          epsilon: bool = False, zeta: int = 0) -> dict[str, int]:
+        """Nothing."""
+
+    text = hook.signature("f", f)
+    assert text.splitlines()[:3] == ["f(", "    alpha: int,", "    beta: str = 'b',"]
+    assert "    *,\n    gamma: float = 1.0," in text and text.endswith(") -> dict[str, int]")
+    assert hook.signature("g", lambda x, /, y: None) == "g(x, /, y)"
+    assert hook._annotation("'Path'") == "Path"  # a quoted annotation as the source means it
 
 
 def _commands(text: str) -> list[str]:
@@ -112,7 +137,7 @@ def test_every_flag_written_in_the_docs_exists(page):
 
 
 def test_sphinx_roles_of_docstrings_become_plain_code():
-    html = ("with :meth:<code>decode</code>, a :class:<code>~transformer.model_dir.LoadedModel</code>"
-            " and :func:<code>transformer.decoding.greedy_decode</code>")
-    assert hook.plain_roles(html) == ("with <code>decode</code>, a <code>LoadedModel</code> and "
-                                      "<code>transformer.decoding.greedy_decode</code>")
+    text = ("with :meth:`decode`, a :class:`~transformer.model_dir.LoadedModel`"
+            " and :func:`transformer.decoding.greedy_decode` on ``src`` (B, S)")
+    assert hook.plain_roles(text) == ("with `decode`, a `LoadedModel` and "
+                                      "`transformer.decoding.greedy_decode` on `src` (B, S)")
