@@ -113,7 +113,7 @@ def _verb(parser: argparse.ArgumentParser, words: list[str]) -> tuple[argparse.A
     return parser, name
 
 
-PAGES = sorted(p for p in DOCS.rglob("*.md") if "_hooks" not in p.parts)
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "_generate" not in p.parts)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
@@ -141,3 +141,23 @@ def test_sphinx_roles_of_docstrings_become_plain_code():
             " and :func:`transformer.decoding.greedy_decode` on ``src`` (B, S)")
     assert hook.plain_roles(text) == ("with `decode`, a `LoadedModel` and "
                                       "`transformer.decoding.greedy_decode` on `src` (B, S)")
+
+
+IMPORT = re.compile(r"^\s*from (transformer(?:\.[\w.]+)?) import \(?([\w, ]+)\)?", re.M)
+
+
+def test_the_readme_and_the_how_to_guides_use_only_the_public_python_api():
+    """The Python API page calls everything it does not list internal: the pages for users import
+    only what it lists (the tutorial opens internal modules on purpose, to show how a piece works)."""
+    api = (DOCS / "reference" / "python-api.md").read_text(encoding="utf-8")
+    public = set(re.findall(r"^### `(\w+)`", api, re.M))
+    public |= {name.strip() for _, names in IMPORT.findall(api.split("## ", 1)[0])
+               for name in names.split(",")}
+    pages = [ROOT / "README.md", *sorted((DOCS / "how-to").glob("*.md"))]
+    for page in pages:
+        for block in blocks.read_blocks(page):
+            if block.language != "python":
+                continue
+            for module, names in IMPORT.findall(block.code):
+                for name in (n.strip() for n in names.split(",")):
+                    assert name in public, f"{block.where()}: {module}.{name} is not in the API page"
