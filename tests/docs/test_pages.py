@@ -48,7 +48,7 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def _pictures(page: Path) -> list[str]:
-    """The pictures the page shows that one of its blocks writes (docs/_generate/figures.py)."""
+    """The pictures the page shows that its blocks must write (docs/_generate/figures.py)."""
     spec = importlib.util.spec_from_file_location("docs_figures", DOCS / "_generate" / "figures.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
