@@ -4,14 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser test test-avx2 test-all lint demo clean screenshot bench docs docs-serve
+.PHONY: setup browser test test-avx2 test-all lint demo clean screenshot bench docs docs-serve \
+	docs-reference
+
+# Which build of PyTorch: by default pip's own index, where torch 2.13.0 is the CUDA build on Linux
+# x86-64 (several GB, with NVIDIA's libraries) and the CPU build on macOS and Windows; a machine
+# whose pip is set up with a local wheel gets that one. TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# installs the CPU-only build (about 200 MB), .../whl/cu128 a given CUDA build.
+TORCH_INDEX_URL ?=
+TORCH_FROM := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
+	$(BIN)/pip install --quiet -c constraints.txt $(TORCH_FROM) torch==2.13.0
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
@@ -80,6 +88,11 @@ docs: $(DOCS_STAMP)
 
 docs-serve: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+# The command-line and Python API reference pages, generated from the parsers and the docstrings
+# and committed (GitHub shows them as the site does); tests/docs/test_reference.py fails when stale.
+docs-reference: $(STAMP)
+	$(BIN)/python docs/_generate/reference.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

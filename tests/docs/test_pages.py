@@ -47,6 +47,14 @@ CHECKER = doctest.OutputChecker()
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
+def _pictures(page: Path) -> list[str]:
+    """The pictures the page shows that its blocks must write (docs/_generate/figures.py)."""
+    spec = importlib.util.spec_from_file_location("docs_figures", DOCS / "_generate" / "figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.pictures(page)
+
+
 def _page_id(page: Path) -> str:
     return str(page.relative_to(DOCS if page.is_relative_to(DOCS) else ROOT))
 
@@ -114,7 +122,8 @@ def test_page(page: Path, fast: bool, tmp_path: Path, monkeypatch: pytest.Monkey
               request: pytest.FixtureRequest) -> None:
     page_blocks = read_blocks(page)
     env = _environment()
-    if any("multi30k" in b.code and b.skip is None for b in page_blocks):
+    if any(corpus in b.code and b.skip is None for b in page_blocks
+           for corpus in ("multi30k", "nsmc", "goemotions")):
         # the shared corpora: a skip without them, a failure under CI (tests/conftest.py)
         env["TRANSFORMER_DATA"] = str(request.getfixturevalue("shared_data"))
     (tmp_path / "examples").symlink_to(ROOT / "examples")
@@ -142,6 +151,8 @@ def test_page(page: Path, fast: bool, tmp_path: Path, monkeypatch: pytest.Monkey
             else:
                 got = _run_shell(block, code, tmp_path, env)
             _check_output(block, got, fast=fast)
+        for picture in _pictures(page):  # the page's pictures are its blocks' work (figures.py)
+            assert (tmp_path / picture).is_file(), f"{_page_id(page)}: no block wrote {picture}"
     finally:
         torch.set_grad_enabled(grad)
         torch.set_num_threads(threads)

@@ -19,9 +19,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     c = formats.add_parser(
         "ctranslate2", help="a CTranslate2 directory (model.bin and vocabularies)",
         description="Write the model through CTranslate2's own TransformerSpec: the directory "
-        "loads with ctranslate2.Translator(DIR) and decodes as ours does (the same greedy output; "
-        "see the README for beam search). --quantization int8 stores int8 weights; on a CPU without "
-        "VNNI it warns that CTranslate2 decodes them accurately only with CT2_USE_MKL=1.",
+        "loads with ctranslate2.Translator(DIR) and decodes as ours does: the same greedy output; "
+        "beam search can differ on some sentences, since CTranslate2's length penalty is len^a "
+        "where ours is GNMT's and it keeps finished hypotheses in the beam. --quantization int8 "
+        "stores int8 weights; on a CPU without VNNI it warns that CTranslate2 decodes them accurately only with CT2_USE_MKL=1.",
     )
     c.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory (ours)")
     c.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")

@@ -27,9 +27,10 @@ def add(sub: argparse._SubParsersAction) -> None:
         "memory",
         help="estimate the training memory of a configuration (and measure it with --measure)",
         description="Estimate the peak memory of one training step (Adam): parameters, gradients, "
-        "optimizer state, activations and the loss, line by line. --decoder-only applies the seed "
-        "tutorial's GPT-2 formula instead (e.g. --decoder-only --decoder-layers 12 --num-heads 12 "
-        "--d-model 768 --vocab-size 50257 --batch-size 8 --tgt-len 1024: 26.68 GB).",
+        "optimizer state, activations and the loss, line by line. --decoder-only applies instead "
+        "the GPT-2 formula of Trenton Bricken's training-memory calculator (2022), for comparison "
+        "(e.g. --decoder-only --decoder-layers 12 --num-heads 12 --d-model 768 --vocab-size 50257 "
+        "--batch-size 8 --tgt-len 1024: 26.68 GB).",
     )
     model = p.add_argument_group("model (a preset, then any field overridden)")
     model.add_argument("--preset", choices=SHAPE_PRESETS, default="small",
@@ -46,7 +47,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     model.add_argument("--pooling", choices=POOLING, default="mean",
                        help="a classifier's pooling (default mean)")
     model.add_argument("--decoder-only", action="store_true",
-                       help="the seed's GPT-2 formula (d_ff defaults to 4 x d_model)")
+                       help="a GPT-2 model by Bricken's formula (d_ff defaults to 4 x d_model)")
     batch = p.add_argument_group("batch and training")
     batch.add_argument("--batch-size", type=int, default=32, help="rows (default 32)")
     batch.add_argument("--max-tokens", type=int,
