@@ -28,6 +28,7 @@ from transformer.model_dir.record import (
 )
 from transformer.model_dir.weights import (
     WEIGHTS_FILE,
+    check_record,
     check_weights,
     header_shapes,
     load_weights,
@@ -37,6 +38,6 @@ from transformer.model_dir.weights import (
 __all__ = [
     "CONFIG_FILE", "FORMAT_VERSION", "TOKENIZER_DIR", "WEIGHTS_FILE", "ClassifierHead",
     "LoadedModel", "RunRecord", "TextTokenizer", "TrainedOn", "build_checked", "build_model",
-    "check_vocabulary", "check_weights", "header_shapes", "load_model_dir", "load_tokenizer_dir",
+    "check_record", "check_vocabulary", "check_weights", "header_shapes", "load_model_dir", "load_tokenizer_dir",
     "load_weights", "read_config", "read_record", "save_model_dir", "save_weights", "unwrap",
 ]

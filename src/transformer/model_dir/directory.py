@@ -8,8 +8,8 @@
     loaded = load_model_dir("runs/m30k")       # LoadedModel: model (eval mode), record, tokenizers
 
 Written atomically (:mod:`transformer.atomic`), read without unpickling. Loading reads the record,
-builds the model on the ``meta`` device and compares its shapes with the weights' header before
-anything is allocated, then builds it for real and loads the weights. Training state
+compares its sizes with the weights' header before anything is allocated
+(:func:`~transformer.model_dir.weights.check_record`), then builds the model and loads the weights. Training state
 (``checkpoint/``, ``snapshots/``) lives in ``transformer.training``; inference needs only this
 package.
 """
@@ -34,7 +34,7 @@ from transformer.model_dir.record import (
     RunRecord,
     read_record,
 )
-from transformer.model_dir.weights import WEIGHTS_FILE, check_weights, load_weights, save_weights
+from transformer.model_dir.weights import WEIGHTS_FILE, check_record, load_weights, save_weights
 
 if TYPE_CHECKING:
     from transformer.config import ModelConfig
@@ -70,7 +70,7 @@ def unwrap(model: nn.Module) -> nn.Module:
 def build_model(config: RunRecord | Mapping[str, Any], *, source: str = CONFIG_FILE,
                 device: str | torch.device | None = None) -> nn.Module:
     """A freshly initialised model for a record (or a ``config.json`` dict, parsed here), on
-    ``device`` (``"meta"``: shapes only, nothing allocated).
+    ``device`` (default: PyTorch's default device).
 
     Raises InputError naming the file when it does not describe a model this machine can build.
     """
@@ -145,10 +145,10 @@ def load_tokenizer_dir(run_dir: Path | str) -> tuple[TextTokenizer, TextTokenize
 
 
 def build_checked(record: RunRecord, weights: Path | str) -> nn.Module:
-    """A model for ``record`` whose shapes the ``weights`` file's header has been compared with
-    first, on the meta device: a record that describes another (or an impossibly large) model is
-    refused naming the field before anything is allocated. The weights are not loaded."""
-    check_weights(build_model(record, device="meta"), weights, against=record.source)
+    """A model for ``record`` whose sizes the ``weights`` file's header has been compared with
+    first: a record that describes another (or an impossibly large) model is refused naming the
+    field before anything is allocated. The weights are not loaded."""
+    check_record(record, weights)
     return build_model(record)
 
 
@@ -159,14 +159,13 @@ def load_model_dir(run_dir: Path | str, *, device: str | torch.device = "cpu") -
     run_dir = Path(run_dir)
     record = read_record(run_dir)
     weights = run_dir / WEIGHTS_FILE
-    skeleton = build_model(record, device="meta")
-    check_weights(skeleton, weights, against=record.source)
+    check_record(record, weights)
     src_tok, tgt_tok = load_tokenizer_dir(run_dir)
     if not record.is_translation:
         tgt_tok = None
     check_vocabulary(record.model, src_tok, tgt_tok, where=str(run_dir / TOKENIZER_DIR))
-    if torch.device(device).type == "meta":
-        model = skeleton
+    if torch.device(device).type == "meta":  # shapes only (a caller's check): nothing to load
+        model = build_model(record, device="meta")
     else:
         model = build_model(record)
         load_weights(model, weights, against=record.source)

@@ -4,15 +4,19 @@ compared with the model's shapes from the file's header before any tensor is rea
     save_weights(model, "runs/x/model.safetensors")
     load_weights(model, "runs/x/model.safetensors")      # InputError naming a tensor and a field
 
-A model built on PyTorch's ``meta`` device has shapes but no storage, so :func:`check_weights` on
-one compares a ``config.json`` with the weights before anything is allocated: a configuration that
-describes a model of 64 TiB beside weights of 1 MB is refused in one line naming the field.
+Before a model is built, :func:`check_record` compares the record's sizes (vocabularies, width,
+positions, feed-forward width, layers, labels) with the tensors the header lists, so a
+``config.json`` that describes a model of 64 TiB beside weights of 1 MB is refused in one line
+naming the field, and nothing is allocated. (Building on PyTorch's ``meta`` device would say the
+same, but its initialisers run through reference implementations that import the compiler:
+seconds at every start.)
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from safetensors import safe_open
 from safetensors.torch import load_model, save_model
@@ -20,6 +24,9 @@ from torch import nn
 
 from transformer.atomic import atomic_write
 from transformer.errors import InputError, first_line
+
+if TYPE_CHECKING:
+    from transformer.model_dir.record import RunRecord
 
 WEIGHTS_FILE = "model.safetensors"
 # which configuration field sets an axis of a tensor: (name pattern, axis) -> field, first match
@@ -44,6 +51,50 @@ _SWITCHES = (
 )
 
 
+# where each size of the record shows in the tensors: (name pattern, axis, field), every match
+# checked, in this order (the vocabulary before the width it is read beside)
+_SIZES = (
+    (r"^(src_embed|embed)\.token\.weight$", 0, "model.src_vocab_size"),
+    (r"^(src_embed|embed)\.token\.weight$", 1, "model.d_model"),
+    (r"^tgt_embed\.token\.weight$", 0, "model.tgt_vocab_size"),
+    (r"^output_projection\.weight$", 0, "model.tgt_vocab_size"),
+    (r"position\.embedding\.weight$", 0, "model.max_len"),
+    (r"\.linear1\.weight$", 0, "model.d_ff"),
+    (r"^head\.weight$", 0, "classifier.num_labels"),
+)
+_LAYERS = ((r"^encoder\.layers\.(\d+)\.", "encoder", "model.num_encoder_layers"),
+           (r"^decoder\.layers\.(\d+)\.", "decoder", "model.num_decoder_layers"))
+
+
+def _record_value(record: RunRecord, field: str) -> int | None:
+    section, _, name = field.partition(".")
+    owner = record.classifier if section == "classifier" else record.model
+    return getattr(owner, name, None) if owner is not None else None
+
+
+def check_record(record: RunRecord, path: Path | str) -> None:
+    """InputError (one line naming ``path``, a tensor and the field of ``record`` behind it)
+    when the sizes ``record`` describes are not those of the tensors in the weights file's
+    header. Reads the header only and builds nothing; :func:`check_weights` then compares every
+    tensor of the model built."""
+    path = Path(path)
+    shapes = header_shapes(path)
+    differs = f"{path} does not match the model of {record.source}"
+    for pattern, axis, field in _SIZES:
+        want = _record_value(record, field)
+        for name in sorted(n for n in shapes if re.search(pattern, n)):
+            have = shapes[name]
+            if want is not None and len(have) > axis and have[axis] != want:
+                raise InputError(f"{differs}: {name} has shape {list(have)} ({field} is {want})")
+    for pattern, stack, field in _LAYERS:
+        want = _record_value(record, field)
+        if stack == "decoder" and not record.is_translation:
+            continue  # a classifier has no decoder, whatever its shape says
+        found = {int(m.group(1)) for n in shapes if (m := re.search(pattern, n))}
+        if want is not None and len(found) != want:
+            raise InputError(f"{differs}: it holds {len(found)} {stack} layers ({field} is {want})")
+
+
 def save_weights(model: nn.Module, path: Path | str) -> None:
     """Write ``model``'s state to a safetensors file atomically; a tied tensor is stored once."""
     atomic_write(path, lambda tmp: save_model(model, str(tmp)))
@@ -53,10 +104,7 @@ def _aliases(model: nn.Module) -> list[set[str]]:
     """Groups of state-dict names that share storage (tied or shared embeddings)."""
     groups: dict[tuple, set[str]] = {}
     for name, tensor in model.state_dict(keep_vars=True).items():
-        if tensor.is_meta:  # no storage to share: the model says which names are one tensor
-            key = (id(tensor),)
-        else:
-            key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
         groups.setdefault(key, set()).add(name)
     return list(groups.values())
 
@@ -96,8 +144,7 @@ def header_shapes(path: Path | str) -> dict[str, tuple[int, ...]]:
 
 def check_weights(model: nn.Module, path: Path | str, *, against: str = "config.json") -> None:
     """InputError (one line naming ``path``, the tensor and the configuration field behind it)
-    unless the file holds exactly the tensors of ``model`` with its shapes. Reads the header only,
-    and needs only the model's shapes: a model on the ``meta`` device will do."""
+    unless the file holds exactly the tensors of ``model`` with its shapes. Reads the header only."""
     path = Path(path)
     shapes = header_shapes(path)
     state = model.state_dict()
