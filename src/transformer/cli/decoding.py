@@ -57,7 +57,7 @@ def add_engine(g: argparse._ActionsContainer) -> None:
                    "measured faster for this model, precision and CPU kind, else ours; torch: "
                    "ours; ctranslate2: CTranslate2 (pip install 'transformer[convert]'), the run "
                    "converted on first use into RUN_DIR/.cache/. Options CTranslate2 lacks run "
-                   "on ours; the log (and --json) says which engine ran")
+                   "on ours; which engine ran is logged and reported in JSON answers")
 
 
 def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> Translator:
