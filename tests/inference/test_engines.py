@@ -287,3 +287,28 @@ def test_translate_json_and_the_log_say_which_engine_ran(ct2_module, trained_dir
         assert [item["engine"] for item in items] == [engine, engine]
         assert any(r.message.startswith(f"engine: {engine} (fp32") for r in caplog.records)
         caplog.clear()
+
+
+def test_a_sentence_ctranslate2_answers_with_pad_is_decoded_by_ours(ct2_module, trained_dir,
+                                                                    test_lines, tmp_path):
+    """Ours never produces PAD; CTranslate2 does when the model favours it (here: its output
+    bias raised): those sentences come from ours, so the engine still equals ours."""
+    from transformer.model_dir import load_model_dir
+
+    loaded = load_model_dir(trained_dir)
+    with torch.no_grad():
+        loaded.model.output_projection.bias[PAD] += 6.0
+    run = tmp_path / "pad"
+    save_model_dir(run, loaded.model, config={"task": "translation", "training": {
+        "src_lang": "en", "tgt_lang": "de"}}, src_tokenizer=loaded.src_tokenizer,
+        tgt_tokenizer=loaded.tgt_tokenizer)
+    for beam in (1, 3):
+        ours = load_translator(run, engine="torch", precision="fp32", beam_size=beam)
+        theirs = load_translator(run, engine="ctranslate2", precision="fp32", beam_size=beam)
+        ids = _ids(ours, test_lines.src[:30])
+        raw = theirs._search([[theirs.src_pieces[i] for i in row] for row in ids], beam=1,
+                             count=1, limit=20)
+        assert any(PAD in found[0][0] for found in raw)  # CTranslate2 itself does produce PAD
+        got = theirs.translate_ids(ids)
+        assert all(PAD not in row for row in got)
+        assert sum(x == y for x, y in zip(got, ours.translate_ids(ids), strict=True)) >= 0.95 * len(ids)
