@@ -66,8 +66,11 @@ def _run(command: list[str]) -> float:
 def e2e_suite(args: argparse.Namespace) -> dict:
     from transformer.convert import export_ctranslate2
 
+    from machine import require_model
+
     if args.model is None:
         raise SystemExit("--suite e2e needs --model RUN_DIR (a translation model directory)")
+    require_model(args.model, script="benchmarks/decoding.py --suite e2e")
     data = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
     source = data / "multi30k" / f"test_2016_flickr.{args.src}.gz"
     work = Path(tempfile.mkdtemp())
