@@ -119,55 +119,73 @@ class CompiledDecoder:
 
     precision = "fp32"
 
-    def __init__(self, model: nn.Module, runner, *, beams: int, steps: int, src_len: int) -> None:
+    def __init__(self, model: nn.Module, runner, *, rows: int, beams: int, steps: int,
+                 src_len: int) -> None:
         self.model, self.runner = model, runner
-        self.beams, self.steps, self.src_len = beams, steps, src_len
+        self.rows, self.beams, self.steps, self.src_len = rows, beams, steps, src_len
         self.eager = FastDecoder(model)  # its packed encoder
 
     def start(self, src: Tensor) -> CompiledSession:
+        """A session over ``src`` (N, S): N * beams and S within the bucket; fewer sentences are
+        padded with copies of the first."""
+        n = src.size(0)
+        if n * self.beams > self.rows or src.size(1) > self.src_len:
+            raise ValueError(f"{n} sentences of {src.size(1)} tokens exceed the bucket")
+        src = torch.cat([src, src[:1].expand(self.rows // self.beams - n, -1)])
         self.eager.steps()
         encoder = self.eager._encoder
         memory = self.model.encode(src) if encoder is None else fast_encode(self.model, encoder, src)  # (N, S, D)
-        return CompiledSession(self, src, memory)
+        return CompiledSession(self, src, memory, sentences=n)
 
 
 class CompiledSession:
-    """One search over the compiled step (the Session protocol of transformer.decoding.session)."""
+    """One search over the compiled step (the Session protocol of transformer.decoding.session).
+
+    The step always runs the bucket's R rows: ``active`` says which of them the search's rows
+    are (sentence i's beams start at row i * K; rows of finished sentences keep running, unread)."""
 
     needs_prefix = False
 
-    def __init__(self, decoder: CompiledDecoder, src: Tensor, memory: Tensor) -> None:
+    def __init__(self, decoder: CompiledDecoder, src: Tensor, memory: Tensor, *, sentences: int) -> None:
         model, k = decoder.model, decoder.beams
         config = model.config
         pad = decoder.src_len - src.size(1)
         keys, values = [], []
         for layer in model.decoder.layers:
-            kv = layer.cross_attn.kv_proj(memory)  # (N, S, 2D)
-            ck, cv = layer.cross_attn.split_heads(kv, 2)  # (N, H, S, Dh)
+            ck, cv = layer.cross_attn.split_heads(layer.cross_attn.kv_proj(memory), 2)  # (N, H, S, Dh)
             keys.append(ck)
             values.append(cv)
-        expand = lambda x: F.pad(x, (0, 0, 0, pad)).repeat_interleave(k, 1)  # noqa: E731 - (L, N*K, H, S', Dh)
-        self.cross_keys, self.cross_values = expand(torch.stack(keys)), expand(torch.stack(values))
+
+        def rows_of(x: Tensor) -> Tensor:  # (L, N, H, S, Dh) -> (L, N*K, H, S', Dh)
+            return F.pad(x, (0, 0, 0, pad)).repeat_interleave(k, 1)
+
+        self.cross_keys, self.cross_values = rows_of(torch.stack(keys)), rows_of(torch.stack(values))
         self.source_mask = F.pad(src != config.pad_id, (0, pad)).repeat_interleave(k, 0)  # (N*K, S')
         rows, heads = src.size(0) * k, config.num_heads
         shape = (config.num_decoder_layers, rows, heads, decoder.steps, config.d_model // heads)
         self.keys, self.values = torch.zeros(shape), torch.zeros(shape)
-        self.runner, self.beams, self.position = decoder.runner, k, 0
+        self.active = torch.arange(sentences) * k  # (R',): the bucket's row of each search row
+        self.runner, self.rows, self.position = decoder.runner, rows, 0
 
     def step(self, tokens: Tensor) -> Tensor:
-        first = tokens.size(0) * self.beams == self.keys.size(1) and self.beams > 1
-        ids = tokens[:, 0].repeat_interleave(self.beams) if first else tokens[:, 0]
+        ids = tokens.new_zeros(self.rows)
+        ids[self.active] = tokens[:, 0]
         logits, k, v = self.runner(ids, torch.tensor(self.position), self.keys, self.values,
                                    self.cross_keys, self.cross_values, self.source_mask)
         self.keys[:, :, :, self.position] = k
         self.values[:, :, :, self.position] = v
         self.position += 1
-        return logits[:: self.beams] if first else logits
+        return logits[self.active]
 
     def select(self, index: Tensor, *, keep: Tensor | None, beams: int) -> None:
-        if index.numel() != self.keys.size(1):
-            raise ValueError("the compiled step has static rows; a sentence left the batch")
-        self.keys, self.values = self.keys.index_select(1, index), self.values.index_select(1, index)
+        taken = self.active[index]  # (R',)
+        full = torch.cat([taken, taken[:1].expand(self.rows - taken.numel())])  # (R,)
+        self.keys, self.values = self.keys.index_select(1, full), self.values.index_select(1, full)
+        if keep is not None:  # sentences left: each row's memory moves with it
+            self.cross_keys = self.cross_keys.index_select(1, full)
+            self.cross_values = self.cross_values.index_select(1, full)
+            self.source_mask = self.source_mask.index_select(0, full)
+        self.active = torch.arange(taken.numel())
 
 
 def compiled_suite(args: argparse.Namespace) -> dict:
@@ -190,8 +208,8 @@ def compiled_suite(args: argparse.Namespace) -> dict:
             for beam, method in ((1, "greedy"), (5, "beam 5")):
                 step = compiled_step(ours, rows=batch * beam, steps=args.length, src_len=args.src_len,
                                      cache=args.compiled_cache)
-                decoder = CompiledDecoder(ours, step["runner"], beams=beam, steps=args.length,
-                                          src_len=args.src_len)
+                decoder = CompiledDecoder(ours, step["runner"], rows=batch * beam, beams=beam,
+                                          steps=args.length, src_len=args.src_len)
                 fns = engine_runs(ours, None, translators, {"fp32": FastDecoder(ours)}, batches,
                                   vocabulary, beam=beam, length=args.length)
                 fns["compiled fp32"] = _compiled_run(ours, decoder, batches, beam=beam, length=args.length)
