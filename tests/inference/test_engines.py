@@ -312,3 +312,28 @@ def test_a_sentence_ctranslate2_answers_with_pad_is_decoded_by_ours(ct2_module, 
         got = theirs.translate_ids(ids)
         assert all(PAD not in row for row in got)
         assert sum(x == y for x, y in zip(got, ours.translate_ids(ids), strict=True)) >= 0.95 * len(ids)
+
+
+def test_auto_on_a_measured_width_decodes_as_the_rule_says_in_float32(ct2_module, tokenizer,
+                                                                      tmp_path):
+    """A model of the measured widths (d_model 128), precision and engine left to auto: the
+    engine is the rule's for this machine, and where it is CTranslate2 the precision is float32
+    (the bf16 probe times ours; CTranslate2 has no bf16 on a CPU)."""
+    from transformer.convert.ctranslate2 import onednn_int8_saturates
+    from transformer.hardware import detect_cpu
+    from transformer.inference.engine_choice import auto_engine
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.tiny(tokenizer.vocab_size, d_model=128, d_ff=256, num_heads=4,
+                                         dropout=0.0, max_len=32))
+    save_model_dir(tmp_path / "d128", model, config={"task": "translation"},
+                   src_tokenizer=tokenizer, tgt_tokenizer=tokenizer)
+    translator = load_translator(tmp_path / "d128", beam_size=1)
+    expected, _ = auto_engine(detect_cpu(), precision="fp32", d_model=128, device="cpu",
+                              ctranslate2_types=engines.ctranslate2_compute_types(),
+                              int8_saturates=onednn_int8_saturates())
+    assert translator.engine == expected
+    if expected == "ctranslate2":
+        assert translator.precision == "fp32"
+    asked = load_translator(tmp_path / "d128", engine="ctranslate2", beam_size=1)
+    assert (asked.engine, asked.precision) == ("ctranslate2", "fp32")

@@ -104,6 +104,23 @@ def choose_engine(loaded: LoadedModel, *, engine: str, precision: str,
     return chosen, f"auto: {why}"
 
 
+def precision_for_engine(loaded: LoadedModel, *, engine: str, precision: str) -> str:
+    """``precision`` as the loader should resolve it for ``engine``: ``auto`` becomes ``fp32``
+    where CTranslate2 will decode (asked for, or chosen by ``auto`` in float32), since the
+    ``auto`` probe of bf16 times ours and CTranslate2 has no bf16 on a CPU; else unchanged."""
+    if precision != "auto" or engine == TORCH:
+        return precision
+    if engine == CTRANSLATE2:
+        return "fp32"
+    from transformer.hardware import detect_cpu
+
+    device = next(loaded.model.parameters()).device.type
+    chosen, _ = auto_engine(detect_cpu(), precision="fp32", d_model=int(loaded.model.config.d_model),
+                            device=device, ctranslate2_types=ctranslate2_compute_types(),
+                            int8_saturates=False)
+    return "fp32" if chosen == CTRANSLATE2 else precision
+
+
 def translator_with_engine(loaded: LoadedModel, *, engine: str, options: DecodeOptions,
                            batch_size: int, precision: str) -> Translator:
     """A :class:`Translator` (ours) or :class:`CTranslate2Translator` over ``loaded``, whichever

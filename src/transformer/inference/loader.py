@@ -24,7 +24,7 @@ import torch
 from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.errors import InputError
 from transformer.inference.classifier import Classifier
-from transformer.inference.engines import check_engine, translator_with_engine
+from transformer.inference.engines import check_engine, precision_for_engine, translator_with_engine
 from transformer.inference.translator import Translator
 from transformer.model_dir import LoadedModel, load_model_dir
 
@@ -63,7 +63,7 @@ def translator_for(loaded: LoadedModel, *, precision: str = "auto", batch_size: 
     if loaded.tgt_tokenizer is None:
         raise InputError(f"{Path(loaded.record.source).parent} holds a classifier; use transformer "
                          "classify predict")
-    runs = resolve_precision(loaded, precision)
+    runs = resolve_precision(loaded, precision_for_engine(loaded, engine=engine, precision=precision))
     try:
         decode = loaded.record.decode_options(
             **{name: value for name, value in options.items() if value is not None})
