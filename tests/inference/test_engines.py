@@ -315,13 +315,18 @@ def test_a_sentence_ctranslate2_answers_with_pad_is_decoded_by_ours(ct2_module, 
 
 
 def test_auto_on_a_measured_width_decodes_as_the_rule_says_in_float32(ct2_module, tokenizer,
-                                                                      tmp_path):
-    """A model of the measured widths (d_model 128), precision and engine left to auto: the
-    engine is the rule's for this machine, and where it is CTranslate2 the precision is float32
-    (the bf16 probe times ours; CTranslate2 has no bf16 on a CPU)."""
+                                                                      tmp_path, monkeypatch):
+    """A model of the measured widths (d_model 128), precision and engine left to auto, on a
+    machine whose bf16 probe finds ours faster in bf16: the engine is the rule's for this
+    machine, and where it is CTranslate2 the precision is float32 (the bf16 probe times ours;
+    CTranslate2 has no bf16 on a CPU)."""
+    from transformer import precision
     from transformer.convert.ctranslate2 import onednn_int8_saturates
     from transformer.hardware import detect_cpu
     from transformer.inference.engine_choice import auto_engine
+
+    monkeypatch.setattr(precision, "probe_decoding", lambda *a, **k: precision.Probe(
+        fp32_ms=2.0, bf16_ms=1.0, tokens=1, backward=False))
 
     torch.manual_seed(0)
     model = Transformer(ModelConfig.tiny(tokenizer.vocab_size, d_model=128, d_ff=256, num_heads=4,
@@ -337,3 +342,5 @@ def test_auto_on_a_measured_width_decodes_as_the_rule_says_in_float32(ct2_module
         assert translator.precision == "fp32"
     asked = load_translator(tmp_path / "d128", engine="ctranslate2", beam_size=1)
     assert (asked.engine, asked.precision) == ("ctranslate2", "fp32")
+    ours = load_translator(tmp_path / "d128", engine="torch", beam_size=1)
+    assert ours.precision == ("bf16" if detect_cpu().native_bf16 else "fp32")
