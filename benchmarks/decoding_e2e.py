@@ -64,9 +64,8 @@ def _run(command: list[str]) -> float:
 
 
 def e2e_suite(args: argparse.Namespace) -> dict:
-    from transformer.convert import export_ctranslate2
-
     from machine import require_model
+    from transformer.convert import export_ctranslate2
 
     if args.model is None:
         raise SystemExit("--suite e2e needs --model RUN_DIR (a translation model directory)")
