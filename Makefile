@@ -40,7 +40,7 @@ browser:
 FORCE_AVX2 := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 CT2_FORCE_CPU_ISA=AVX2
 ISA_TESTS := tests/test_hardware.py tests/test_precision.py tests/cli/test_precision_cli.py \
 	tests/model tests/decoding tests/convert/test_ctranslate2.py tests/memory tests/training/test_trainer.py \
-	tests/training/test_preemption.py tests/cli/test_reliability.py
+	tests/training/test_preemption.py tests/cli/test_reliability.py tests/inference/test_engines.py
 
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks

@@ -16,6 +16,15 @@ of each counts, so ratios are side by side on the same CPU (1 thread each).
 
 ``--suite cache``: the model of the ``small`` preset with and without the cache and packing.
 
+``--suite compiled``: the engines suite's models, batches and searches, the cached decoder step
+compiled ahead of time by PyTorch's compiler (AOTInductor, static shapes, cached on disk under
+``--compiled-cache``: ``decoding_compiled.py``) against ours eager and CTranslate2 float32, with
+each bucket's compile time and package size.
+
+``--suite e2e --model RUN_DIR``: ``transformer translate -i`` of Multi30k's test_2016_flickr, each
+engine as one whole command, against a CTranslate2 script on the model's export
+(``decoding_e2e.py``).
+
 ``--suite profile``: the engines suite's models, batches and searches, ours in fp32 and int8, each
 run once more under ``torch.profiler``: milliseconds per step, and the operators' own time per
 step by group (products, attention, layer norm, other operators, and the time outside any
@@ -71,6 +80,8 @@ from pathlib import Path
 import torch
 
 from decoding_common import BOS, EOS, PAD, build_models, random_sources, timed
+from decoding_compiled import compiled_suite
+from decoding_e2e import e2e_suite
 from decoding_engines import SHAPES, engines_suite, profile_suite
 from decoding_kernels import kernels_suite
 from machine import cpu_name, describe  # benchmarks/machine.py
@@ -203,12 +214,14 @@ def print_row(row: dict, *, header: bool) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", choices=("engines", "cache", "kernels", "profile"),
+    parser.add_argument("--suite", choices=("engines", "cache", "kernels", "profile", "compiled", "e2e"),
                         default="engines",
                         help="engines: ours against CTranslate2 and HF (default); cache: our "
                         "cache, packing and HF at the small preset's shape; kernels: each "
                         "product's time by rows (F.linear, packed, int8); profile: where a "
-                        "step's time goes, by operator group")
+                        "step's time goes, by operator group; compiled: the decoder step "
+                        "compiled by AOTInductor against ours eager and CT2; e2e: "
+                        "`transformer translate -i` of test_2016_flickr per engine (--model)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
     parser.add_argument("--length", type=int, default=32, help="engines: forced output length")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16], help="engines: batch sizes")
@@ -232,6 +245,11 @@ def main() -> int:
                         "(transformer.decoding.thresholds), side by side with this machine's")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="cache suite: weights of both models (default fp32; bf16: both cast)")
+    parser.add_argument("--model", type=Path, help="e2e: the translation model directory")
+    parser.add_argument("--src", default="en", help="e2e: the source language of the test set")
+    parser.add_argument("--compiled-cache", type=Path,
+                        default=Path(tempfile.gettempdir()) / "transformer-compiled-steps",
+                        help="compiled: where compiled steps are kept between runs")
     parser.add_argument("--output", type=Path, default=None,
                         help=f"default {ENGINES_RESULTS} or {RESULTS}")
     args = parser.parse_args()
@@ -244,11 +262,13 @@ def main() -> int:
     if args.output is None:  # a smoke run never overwrites the real figures
         default = {"engines": ENGINES_RESULTS, "cache": RESULTS,
                    "kernels": RESULTS.with_name("decoding_kernels.json"),
-                   "profile": RESULTS.with_name("decoding_profile.json")}[args.suite]
+                   "profile": RESULTS.with_name("decoding_profile.json"),
+                   "compiled": RESULTS.with_name("decoding_compiled.json"),
+                   "e2e": RESULTS.with_name("decoding_e2e.json")}[args.suite]
         args.output = Path(tempfile.gettempdir()) / f"{default.stem}_quick.json" if args.quick else default
     torch.set_num_threads(args.threads)
     suites = {"engines": engines_suite, "cache": cache_suite, "kernels": kernels_suite,
-              "profile": profile_suite}
+              "profile": profile_suite, "compiled": compiled_suite, "e2e": e2e_suite}
     result = suites[args.suite](args)
     result = {
         "benchmark": "decoding",

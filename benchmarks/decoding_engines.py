@@ -1,6 +1,11 @@
 """The decoding benchmark's engines and profile suites (benchmarks/decoding.py ``--suite engines``,
 ``--suite profile``): ours against CTranslate2 and Hugging Face on the same weights, and where a
-step's time goes by operator group."""
+step's time goes by operator group.
+
+The engines suite's ``auto`` columns time the translator ``--engine auto`` builds on this machine
+(our Translator or the CTranslate2 engine, wrapping included: ids to pieces and back, each
+sentence's length limit), through its ``translate_ids``, at most ``--length`` tokens a sentence;
+tokens per second count the tokens produced."""
 
 from __future__ import annotations
 
@@ -21,8 +26,9 @@ SHAPES = {  # name -> the model's shape (vocabulary 8000, shared and tied)
     "d256 3+3": dict(d_model=256, heads=4, layers=3, d_ff=1024),
     "d128 4+4 (multi30k-cpu)": dict(d_model=128, heads=4, layers=4, d_ff=256),
 }
-ENGINES = ("ours fp32", "CT2 fp32", "ours int8", "CT2 int8", "HF fp32")
+ENGINES = ("ours fp32", "CT2 fp32", "ours int8", "CT2 int8", "auto fp32", "auto int8", "HF fp32")
 RATIOS = {"ours/CT2 fp32": ("ours fp32", "CT2 fp32"), "ours/CT2 int8": ("ours int8", "CT2 int8"),
+          "auto/CT2 fp32": ("auto fp32", "CT2 fp32"), "auto/CT2 int8": ("auto int8", "CT2 int8"),
           "ours/HF fp32": ("ours fp32", "HF fp32")}
 
 
@@ -97,6 +103,64 @@ def engine_runs(ours, theirs, translators: dict, decoders: dict, batches: list[t
     return fns
 
 
+class _Pieces:
+    """A tokenizer stand-in for the synthetic vocabulary: the engines read only pieces of ids."""
+
+    def __init__(self, vocabulary: list[str]) -> None:
+        self.vocabulary = vocabulary
+        self.vocab_size = len(vocabulary)
+
+    def id_to_piece(self, i: int) -> str:
+        return self.vocabulary[i]
+
+
+def auto_translators(ours, vocabulary: list[str], directory: Path) -> dict:
+    """``auto fp32`` / ``auto int8`` -> the translator ``--engine auto`` builds for this model on
+    this machine (``transformer.inference.engine_choice``): our Translator, or the CTranslate2
+    engine over the exports ``ct2_translators`` wrote into ``directory``."""
+    from transformer.convert.ctranslate2 import onednn_int8_saturates
+    from transformer.hardware import detect_cpu
+    from transformer.inference.engine_choice import auto_engine
+    from transformer.inference.engines import CTranslate2Translator, ctranslate2_compute_types
+    from transformer.inference.translator import Translator
+
+    tokenizer = _Pieces(vocabulary)
+    out = {}
+    for precision in ("fp32", "int8"):
+        engine, _ = auto_engine(detect_cpu(), precision=precision, d_model=ours.config.d_model,
+                                device="cpu", ctranslate2_types=ctranslate2_compute_types(),
+                                int8_saturates=precision == "int8" and onednn_int8_saturates())
+        kw = dict(bos_id=BOS, eos_id=EOS, precision=precision)
+        if engine == "ctranslate2":
+            path = directory / ("CT2-fp32" if precision == "fp32" else "CT2-int8")
+            out[f"auto {precision}"] = CTranslate2Translator(ours, tokenizer, tokenizer, model_path=path, **kw)
+        else:
+            out[f"auto {precision}"] = Translator(ours, tokenizer, tokenizer, **kw)
+    return out
+
+
+def auto_runs(autos: dict, batches: list[torch.Tensor], *, beam: int, length: int) -> dict:
+    """``auto fp32`` / ``auto int8`` -> a function decoding ``batches`` through the translator's
+    own ``translate_ids`` (its wrapping included), at most ``length`` tokens a sentence (random
+    weights: EOS comes rarely, and the tokens are counted as produced)."""
+    from transformer.config.decoding import DecodeOptions
+
+    fns = {}
+    for name, translator in autos.items():
+        translator.options = DecodeOptions(beam_size=beam, length_penalty=0.0, max_len_a=None,
+                                           max_len=length)
+
+        def run(translator=translator) -> list:
+            out = []
+            for src in batches:
+                translator.batch_size = src.size(0)
+                out += translator.translate_ids([[i for i in row if i != PAD] for row in src.tolist()])
+            return out
+
+        fns[name] = run
+    return fns
+
+
 def check_same_outputs(fns: dict, *, method: str) -> float:
     """The share of CTranslate2 fp32's hypotheses equal to ours (float32 rounding may flip a rare
     near-tie); stops the benchmark below 90%: the two would not be decoding the same model."""
@@ -115,7 +179,9 @@ def engines_suite(args: argparse.Namespace) -> dict:
     vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(4, args.vocab)]
     for shape_name, shape in args.shapes.items():
         ours, theirs = build_models(vocab=args.vocab, hf=not args.no_hf, **shape)
-        translators = ct2_translators(ours, vocabulary, Path(tempfile.mkdtemp()))
+        exports = Path(tempfile.mkdtemp())
+        translators = ct2_translators(ours, vocabulary, exports)
+        autos = auto_translators(ours, vocabulary, exports)
         decoders = {"fp32": FastDecoder(ours), "int8": FastDecoder(ours, precision="int8")}
         for kind in args.compare_thresholds:  # the same, with another kind of CPU's crossovers
             for precision in ("fp32", "int8"):
@@ -129,18 +195,21 @@ def engines_suite(args: argparse.Namespace) -> dict:
                 fns = engine_runs(ours, theirs, translators, decoders, batches, vocabulary,
                                   beam=beam, length=args.length)
                 same = check_same_outputs(fns, method=method)  # also the warm-up
+                fns.update(auto_runs(autos, batches, beam=beam, length=args.length))
                 for fn in fns.values():
                     fn()
                 best: dict[str, float] = {}
+                produced: dict[str, int] = {}
                 for _ in range(args.repeats):
                     for name, fn in fns.items():  # interleaved: each repeat runs every engine
                         t0 = time.perf_counter()
                         hypotheses = fn()
                         seconds = time.perf_counter() - t0
-                        assert all(len(h) == args.length for h in hypotheses), name
+                        assert name.startswith("auto") or all(len(h) == args.length for h in hypotheses), name
+                        produced[name] = sum(len(h) for h in hypotheses)
                         best[name] = min(best.get(name, float("inf")), seconds)
                 tokens = batch * count * args.length
-                tps = {name: tokens / s for name, s in best.items()}
+                tps = {name: produced[name] / s for name, s in best.items()}
                 row = {"shape": shape_name, "batch": batch, "method": method, "tokens": tokens,
                        "same_as_ct2": round(same, 3),
                        "tokens_per_s": {k: round(v, 1) for k, v in tps.items()},
@@ -148,6 +217,7 @@ def engines_suite(args: argparse.Namespace) -> dict:
                                              for k in best}}
                 row.update({r: round(tps[a] / tps[b], 2) for r, (a, b) in RATIOS.items()
                             if a in tps and b in tps})
+                row["auto_engine"] = {k.split()[1]: autos[k].engine for k in autos}
                 for kind in args.compare_thresholds:  # >1: this machine's crossovers are faster
                     for precision in ("fp32", "int8"):
                         other = tps[f"ours {precision} ({kind} thresholds)"]

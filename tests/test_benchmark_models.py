@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
     (["serve.py", "--model", "{missing}"], "transformer train --preset multi30k-cpu"),
     (["ctranslate2_bleu.py", "--model", "{missing}"], "transformer train --preset multi30k-cpu"),
     (["quality.py", "--skip-train", "--runs", "{missing}"], "benchmarks/quality.py --directions"),
+    (["decoding.py", "--suite", "e2e", "--model", "{missing}"], "transformer train --preset multi30k-cpu"),
 ])
 def test_a_missing_model_gets_the_command_that_makes_it(tmp_path, argv, command):
     missing = str(tmp_path / "no-model")

@@ -185,7 +185,10 @@ def _parameter(param: inspect.Parameter) -> str:
     if param.annotation is not param.empty:
         text += f": {_annotation(param.annotation)}"
     if param.default is not param.empty:
-        text += (" = " if param.annotation is not param.empty else "=") + repr(param.default)
+        default = param.default
+        # a function's repr holds its address, which changes at every run: its name does not
+        shown = default.__qualname__ if inspect.isfunction(default) else repr(default)
+        text += (" = " if param.annotation is not param.empty else "=") + shown
     return text
 
 

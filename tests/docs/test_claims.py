@@ -73,7 +73,7 @@ def test_every_verb_with_a_device_takes_threads_but_attention_and_memory():
 
 def test_precision_defaults_to_auto_where_the_readme_says_and_fp32_in_memory():
     precision = _with("--precision")
-    auto = {"train", "classify train", "translate", "evaluate", "serve"}
+    auto = {"train", "classify train", "translate", "evaluate", "serve", "score"}
     assert set(precision) == auto | {"memory"}
     for verb in auto:  # a training verb's None is the preset's, and every preset says auto
         assert precision[verb].default in ("auto", None) and "auto" in precision[verb].choices
@@ -86,10 +86,11 @@ def test_both_training_verbs_resume():
     assert "--resume" in VERBS["classify train"]._option_string_actions  # noqa: SLF001
 
 
-def test_json_is_one_object_except_translate_one_per_line():
+def test_json_is_one_object_except_translate_and_score_one_per_line():
     shapes = {verb: a.help for verb, a in _with("--json").items()}
-    assert {v for v, h in shapes.items() if "per input line" in h} == {"translate"}
-    assert all(h == "print one JSON object" for v, h in shapes.items() if v != "translate")
+    per_line = {"translate", "score"}
+    assert {v for v, h in shapes.items() if "per input line" in h or "per line" in h} == per_line
+    assert all(h == "print one JSON object" for v, h in shapes.items() if v not in per_line)
 
 
 def test_version_json_is_one_object(capsys):

@@ -43,7 +43,22 @@ def test_describe_a_translator(served, translation_dir):
     assert served["numbers"].describe() == {
         "name": "numbers", "task": "translation", "max_tokens": 48,
         "parameters": sum(p.numel() for p in model.parameters()), "precision": "fp32",
-        "source_language": "en", "target_language": "de"}
+        "source_language": "en", "target_language": "de", "engine": "torch"}
+
+
+def test_a_served_model_says_which_engine_decodes(translation_dir, tmp_path):
+    """``serve --engine ctranslate2``: /v1/models names the engine, and the translations are
+    CTranslate2's (equal to ours on this model)."""
+    pytest.importorskip("ctranslate2")
+    run = tmp_path / "numbers"
+    shutil.copytree(translation_dir, run)
+    served = load_served({"numbers": str(run)}, precision="fp32", engine="ctranslate2")["numbers"]
+    assert served.describe()["engine"] == "ctranslate2"
+    options = served.default_options(beam_size=1)
+    ours = load_served({"numbers": str(run)}, precision="fp32", engine="torch")["numbers"]
+    texts = ["seven", "forty-two", "three hundred twelve"]
+    assert ([t.text for t in served.translate_batch([(texts, options)])[0]]
+            == [t.text for t in ours.translate_batch([(texts, options)])[0]])
 
 
 def test_describe_a_classifier(served, classifier_dir):

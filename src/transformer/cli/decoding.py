@@ -13,7 +13,7 @@ from transformer.cli.common import (
     progress,
     set_threads,
 )
-from transformer.config.choices import INFERENCE_PRECISIONS
+from transformer.config.choices import ENGINES, INFERENCE_PRECISIONS
 from transformer.config.decoding import BEAM_SIZE, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
                    "this CPU or GPU runs it natively and a short probe decodes faster, else "
                    "fp32; fp32; bf16; int8: the decoder's linear layers with int8 weights "
                    "made once (always on the CPU). Beam scores stay float32")
+    add_engine(g)
     g.add_argument("--no-split", dest="split_sentences", action="store_false",
                    help="translate each line whole; by default a line is split into sentences "
                    "(sentencex, in the run's source language), they are translated one by one "
@@ -47,6 +48,16 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
                    "positions is cut at its last comma or space that fits, never truncated")
     add_device_threads(g)
     add_progress(g)
+
+
+def add_engine(g: argparse._ActionsContainer) -> None:
+    """``--engine``: shared by translate, evaluate and serve."""
+    g.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="what decodes: auto (default): CTranslate2 where it is installed and "
+                   "measured faster for this model, precision and CPU kind, else ours; torch: "
+                   "ours; ctranslate2: CTranslate2 (pip install 'transformer[convert]'), the run "
+                   "converted on first use into RUN_DIR/.cache/. Options CTranslate2 lacks run "
+                   "on ours; which engine ran is logged and reported in JSON answers")
 
 
 def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> Translator:
@@ -57,7 +68,7 @@ def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> Tran
     translator = load_translator(
         args.model, beam_size=args.beam, length_penalty=args.length_penalty, nbest=nbest,
         max_len_a=args.max_len_a, max_len_b=args.max_len_b, max_len=args.max_len,
-        batch_size=args.batch_size, precision=args.precision,
+        batch_size=args.batch_size, precision=args.precision, engine=args.engine,
         device=inference_device(args.device, args.precision))
     translator.progress = progress(args)
     return translator

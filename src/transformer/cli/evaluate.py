@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"model": str(args.model), "data": result.name, **result.scores.to_dict(),
                    "beam": opt.beam_size, "length_penalty": opt.length_penalty,
+                   "engine": translator.engine,
                    "max_len_a": opt.max_len_a, "max_len_b": opt.max_len_b,
                    "unknown_lines": result.unknown_lines,
                    "hyp_out": args.hyp_out, "split_sentences": args.split_sentences,

@@ -6,6 +6,7 @@ import argparse
 import os
 
 from transformer.cli.common import add_device_threads, inference_device, set_threads
+from transformer.cli.decoding import add_engine
 from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.errors import InputError
 
@@ -41,6 +42,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "natively and a probe of each model finds it faster, else fp32), fp32, bf16, "
                    "or int8 (translators' decoders with int8 weights, made once at start, on "
                    "the CPU; classifiers stay fp32)")
+    add_engine(p)
     add_device_threads(p)
     p.set_defaults(handler=run)
 
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     set_threads(args.threads)
     served = load_served(parse_model_specs(args.model), precision=args.precision,
-                         device=inference_device(args.device, args.precision))
+                         engine=args.engine, device=inference_device(args.device, args.precision))
     settings = ServeSettings(max_wait_ms=args.batch_wait_ms, max_batch_tokens=args.batch_tokens,
                              batching=not args.no_batching, max_body_bytes=args.max_body_bytes,
                              api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,

@@ -65,12 +65,13 @@ def _prompt() -> Iterator[str]:
             return
 
 
-def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0) -> list[str]:
+def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0,
+              engine: str = "torch") -> list[str]:
     """The output lines of translation ``t`` of input line ``number`` (which has ``unknown``
-    pieces the vocabulary lacks)."""
+    pieces the vocabulary lacks; ``engine`` decoded it)."""
     if args.json:
         item = {"line": number, "translation": t.text, "score": t.score,
-                "sentences": t.sentences, "cut_sentences": t.cut}
+                "sentences": t.sentences, "cut_sentences": t.cut, "engine": engine}
         item["unknown_pieces"] = unknown
         if args.nbest:
             item["nbest"] = [{"translation": s, "score": v} for s, v in t.nbest]
@@ -123,12 +124,12 @@ def run(args: argparse.Namespace) -> int:
         from transformer.atomic import atomic_write_bytes
 
         out = [line for n, t in enumerate(results, start=1) for line in
-               _lines_of(args, t, n, unknown.lines.get(n, 0))]
+               _lines_of(args, t, n, unknown.lines.get(n, 0), translator.engine)]
         atomic_write_bytes(args.output, "".join(f"{line}\n" for line in out).encode("utf-8"))
         log.info("wrote %d lines to %s", len(out), args.output)
     else:
         for n, t in enumerate(results, start=1):
-            lines = _lines_of(args, t, n, unknown.lines.get(n, 0))
+            lines = _lines_of(args, t, n, unknown.lines.get(n, 0), translator.engine)
             sys.stdout.write("".join(f"{line}\n" for line in lines))
             sys.stdout.flush()
     if translator.truncated:

@@ -24,6 +24,8 @@ PRECISIONS = ("fp32", "bf16", "fp16")  # what a training loop runs
 # what a training run may ask for: "auto" is resolved by transformer.precision on the machine
 TRAINING_PRECISIONS = ("auto", *PRECISIONS)
 INFERENCE_PRECISIONS = ("auto", "fp32", "bf16", "int8")  # translate, evaluate, serve
+# what decodes a translation: auto (the faster for the model, precision and machine), ours, CTranslate2
+ENGINES = ("auto", "torch", "ctranslate2")
 ON_LONG = ("truncate", "filter")  # a sequence longer than max_len: cut it, or drop the example
 TRANSLATION_SCHEDULES = ("noam", "inverse_sqrt", "constant")
 CLASSIFIER_SCHEDULES = ("inverse_sqrt", "linear")

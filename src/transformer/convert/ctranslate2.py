@@ -229,3 +229,39 @@ def export_ctranslate2(run_dir: str | os.PathLike[str], out_dir: str | os.PathLi
                             quantization=quantization,
                             add_source_eos=getattr(loaded.src_tokenizer, "append_eos", False),
                             overwrite=overwrite)
+
+
+# bumped whenever the mapping above changes, so that every cached conversion is made again
+EXPORT_FORMAT = 1
+# our inference precision -> the quantization a cached conversion is written with
+CACHE_QUANTIZATIONS = {"fp32": None, "int8": "int8", "bf16": "bfloat16"}
+
+
+def cached_ctranslate2(loaded: Any, *, precision: str) -> Path:
+    """The CTranslate2 directory of a loaded translation model directory (a
+    :class:`~transformer.model_dir.LoadedModel`) for ``precision`` (fp32, int8, bf16), converted
+    on first use into ``RUN_DIR/.cache/ctranslate2-<precision>/`` and reused while the weights'
+    SHA-256, the run's config and tokenizers, CTranslate2's version and this exporter are
+    unchanged (:func:`transformer.model_dir.cache.cached_dir`: atomic; a read-only run directory
+    caches under the user's cache folder). InputError for a model CTranslate2 cannot hold."""
+    from transformer.model_dir.cache import cached_dir, inputs_sha256, weights_sha256
+
+    ctranslate2 = _require_ctranslate2()
+    if precision not in CACHE_QUANTIZATIONS:
+        raise InputError(f"CTranslate2 has no precision {precision!r}; choose from "
+                         f"{', '.join(CACHE_QUANTIZATIONS)}")
+    run_dir = Path(loaded.record.source).parent
+    if not isinstance(loaded.model, Transformer):
+        raise InputError(f"{run_dir}: is a {type(loaded.model).__name__}, not a translation model")
+    _check_exportable(loaded.model)
+    key = {"weights_sha256": weights_sha256(run_dir), "inputs_sha256": inputs_sha256(run_dir),
+           "ctranslate2": ctranslate2.__version__, "export_format": EXPORT_FORMAT,
+           "quantization": CACHE_QUANTIZATIONS[precision]}
+
+    def convert(tmp: Path) -> None:
+        save_ctranslate2(loaded.model, tmp / "model", source_vocabulary=vocabulary(loaded.src_tokenizer),
+                         target_vocabulary=vocabulary(loaded.tgt_tokenizer),
+                         quantization=CACHE_QUANTIZATIONS[precision],
+                         add_source_eos=getattr(loaded.src_tokenizer, "append_eos", False))
+
+    return cached_dir(run_dir, f"ctranslate2-{precision}", key=key, fill=convert) / "model"

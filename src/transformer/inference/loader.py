@@ -24,6 +24,7 @@ import torch
 from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.errors import InputError
 from transformer.inference.classifier import Classifier
+from transformer.inference.engines import check_engine, precision_for_engine, translator_with_engine
 from transformer.inference.translator import Translator
 from transformer.model_dir import LoadedModel, load_model_dir
 
@@ -46,7 +47,7 @@ def resolve_precision(loaded: LoadedModel, precision: str) -> str:
 
 
 def translator_for(loaded: LoadedModel, *, precision: str = "auto", batch_size: int = 64,
-                   **options: Any) -> Translator:
+                   engine: str = "auto", **options: Any) -> Translator:
     """A :class:`Translator` over an already loaded translation model.
 
     ``options`` are fields of :class:`~transformer.config.decoding.DecodeOptions` (``beam_size``,
@@ -54,30 +55,36 @@ def translator_for(loaded: LoadedModel, *, precision: str = "auto", batch_size: 
     or None takes the run's value (the length limits it trained with) or the paper's default.
     ``precision``: ``auto`` (bf16 where this machine runs it natively and a probe of the model
     decodes faster in it, else fp32), ``fp32``, ``bf16`` (casts the weights) or ``int8`` (int8
-    weights made once, on a CPU). Bad values raise InputError naming them.
+    weights made once, on a CPU). ``engine``: ``auto`` (the faster for this model, precision and
+    machine), ``torch`` (ours) or ``ctranslate2`` (:mod:`transformer.inference.engines`; the
+    translator's ``engine`` says which runs). Bad values raise InputError naming them.
     """
-    _check_options(batch_size, options)
+    _check_options(batch_size, options, engine)
     if loaded.tgt_tokenizer is None:
         raise InputError(f"{Path(loaded.record.source).parent} holds a classifier; use transformer "
                          "classify predict")
-    runs = resolve_precision(loaded, precision)
+    runs = resolve_precision(loaded, precision_for_engine(loaded, engine=engine, precision=precision))
     try:
         decode = loaded.record.decode_options(
             **{name: value for name, value in options.items() if value is not None})
     except ValueError as err:
         raise InputError(str(err)) from None
     try:
-        translator = Translator.from_loaded(loaded, options=decode, batch_size=batch_size,
-                                            precision=runs)
+        translator = translator_with_engine(loaded, engine=engine, options=decode,
+                                            batch_size=batch_size, precision=runs)
     except ValueError as err:
+        if isinstance(err, InputError):
+            raise
         raise InputError(f"--precision {runs}: {err}") from None
-    if translator.decoder is not None:  # pack (or quantize) the weights now, not on a first call
+    # ours packs (or quantizes) the weights now, not on a first call
+    if translator.engine == "torch" and translator.decoder is not None:
         translator.decoder.steps()
     return translator
 
 
-def _check_options(batch_size: int, options: dict[str, Any]) -> None:
+def _check_options(batch_size: int, options: dict[str, Any], engine: str = "auto") -> None:
     """The checks that need no model, so that a bad value fails before a model is read."""
+    check_engine(engine)
     if batch_size < 1:
         raise InputError(f"--batch-size must be positive, got {batch_size}")
     beam_size, nbest = options.get("beam_size"), options.get("nbest")
@@ -95,15 +102,15 @@ def classifier_for(loaded: LoadedModel, *, precision: str = "fp32") -> Classifie
 
 
 def load_translator(model_dir: str | Path, *, device: str | torch.device = "cpu",
-                    precision: str = "auto", batch_size: int = 64,
+                    precision: str = "auto", batch_size: int = 64, engine: str = "auto",
                     **options: Any) -> Translator:
     """Load ``model_dir`` and return its :class:`Translator` (:func:`translator_for` says what
     ``precision``, ``batch_size`` and the decoding ``options`` mean). InputError, naming the file
     or value, for a directory that is missing, damaged, a classifier, or a bad option (checked
     before the directory is read)."""
-    _check_options(batch_size, options)
+    _check_options(batch_size, options, engine)
     return translator_for(load_model_dir(model_dir, device=device), precision=precision,
-                          batch_size=batch_size, **options)
+                          batch_size=batch_size, engine=engine, **options)
 
 
 def load_classifier(model_dir: str | Path, *, device: str | torch.device = "cpu",

@@ -57,6 +57,8 @@ class Translator:
     tokenizer.
     """
 
+    engine = "torch"  # what decodes (transformer.inference.engines has the others)
+
     def __init__(
         self,
         model: nn.Module,

@@ -109,6 +109,7 @@ class ServedModel:
                                 "parameters": sum(p.numel() for p in self.loaded.model.parameters()),
                                 "precision": self.precision}
         if self.task == "translation":
+            info["engine"] = self.translator.engine
             info["source_language"] = record.src_lang
             info["target_language"] = record.tgt_lang
         else:
@@ -132,17 +133,18 @@ def parse_model_specs(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def load_served(models: Mapping[str, str], *, precision: str = "auto",
+def load_served(models: Mapping[str, str], *, precision: str = "auto", engine: str = "auto",
                 device: str | torch.device = "cpu") -> dict[str, ServedModel]:
     """Load every ``{name: run_dir}`` once, through the loader the verbs use
-    (:mod:`transformer.inference.loader`); InputError (naming the directory) for a bad one."""
+    (:mod:`transformer.inference.loader`; ``engine`` for the translators); InputError (naming
+    the directory) for a bad one."""
     served: dict[str, ServedModel] = {}
     for name, path in models.items():
         loaded = load_model_dir(path, device=device)
         one = ServedModel(name=name, loaded=loaded, task=loaded.task)
         if loaded.record.is_translation:
             try:
-                one.translator = translator_for(loaded, precision=precision)
+                one.translator = translator_for(loaded, precision=precision, engine=engine)
             except InputError as err:
                 raise InputError(f"{path}: {err}") from None
             one.precision = one.translator.precision
