@@ -32,6 +32,7 @@ MADE_ELSEWHERE = {
     "attention-cross-alignment.png": "transformer attention on the demo's model (transformer demo)",
     "serve-page.png": "make screenshot (the browser test)",
     "multi30k-bleu-minutes.png": "benchmarks/quality.py (transformer plot curves of its two runs)",
+    "tensorboard-watch.png": "a browser's screenshot of TensorBoard on how-to/watch.md's run",
 }
 
 
