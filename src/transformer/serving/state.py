@@ -1,0 +1,79 @@
+"""What the routes of one app share: the models served now, one batcher each, the metrics, the
+settings, the last reload's failures, and the models being retired after a reload.
+
+Everything here is read and changed on the event loop's thread only (a reload loads in another
+thread but swaps here), so a route that looks up a model and its batcher without an ``await``
+between the two always gets a matching pair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from transformer.serving.batcher import Batcher
+from transformer.serving.metrics import Metrics
+from transformer.serving.models import ServedModel
+from transformer.serving.settings import ServeSettings
+
+
+@dataclass
+class ServerState:
+    """One app's state. ``batchers`` is the app's own (several apps may serve one set of models),
+    filled by model name when the app starts and drained when it stops; ``reload_errors`` holds,
+    per model, why its changed directory failed to load (the old model serving on)."""
+
+    served: dict[str, ServedModel]
+    metrics: Metrics
+    settings: ServeSettings = field(default_factory=ServeSettings)
+    batchers: dict[str, Batcher] = field(default_factory=dict)
+    reload_errors: dict[str, str] = field(default_factory=dict)
+    retiring: set[asyncio.Task] = field(default_factory=set)
+    reloading: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time
+
+    def start_batcher(self, model: ServedModel) -> Batcher:
+        """Start (and keep under ``model.name``) a batcher for ``model``: requests wait up to
+        ``max_wait_ms`` for company, or none at all (one request a batch) without batching."""
+        settings = self.settings
+        run = model.translate_batch if model.task == "translation" else model.classify_batch
+        name = model.name
+
+        def on_batch(size: int, tokens: int) -> None:
+            self.metrics.batch(name, size, tokens, 0)
+
+        batcher = Batcher(run, executor=model.executor,
+                          max_wait_s=settings.max_wait_ms / 1000 if settings.batching else 0.0,
+                          max_tokens=settings.max_batch_tokens,
+                          max_requests=256 if settings.batching else 1, on_batch=on_batch,
+                          max_queue_s=settings.max_queue_wait_s)
+        batcher.start()
+        self.batchers[name] = batcher
+        return batcher
+
+    def start(self) -> None:
+        """A started batcher for every model (on the running event loop)."""
+        for model in self.served.values():
+            self.start_batcher(model)
+
+    def swap(self, new: ServedModel) -> None:
+        """Serve ``new`` under its name from now on; the model it replaces answers every request
+        already queued for it, then is let go (its memory and thread freed with the last
+        reference: another app in this process may still serve it)."""
+        old_batcher = self.batchers.get(new.name)
+        self.served[new.name] = new
+        self.start_batcher(new)
+        if old_batcher is not None:
+            task = asyncio.ensure_future(old_batcher.stop(drain=True))
+            self.retiring.add(task)
+            task.add_done_callback(self.retiring.discard)
+
+    def queues(self) -> dict[str, tuple[int, int]]:
+        """Per model: (requests, source tokens) waiting now."""
+        return {name: (b.queued, b.waiting_tokens) for name, b in self.batchers.items()}
+
+    async def stop(self) -> None:
+        """Answer every request let in (retired models' too), then stop every batcher."""
+        for batcher in list(self.batchers.values()):
+            await batcher.stop(drain=True)
+        if self.retiring:
+            await asyncio.wait(set(self.retiring))
