@@ -39,9 +39,9 @@ async def send_error(send: Callable[[Message], Awaitable[None]], status: int, li
 class Guard:
     """Wraps ``app``: metrics, body limit (``max_body`` bytes), UTF-8, the API ``keys`` when any
     (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, compared in constant time) and their
-    requests per minute, read on ``clock`` (seconds). ``in_flight``: requests let in and not
-    answered yet; ``unanswered``: requests cancelled before their answer was sent (a drain that ran
-    out of time)."""
+    requests per minute, read on ``clock`` (seconds). It keeps the metrics' ``in_flight`` (requests
+    let in and not answered yet) and ``unanswered`` (cancelled before their answer was sent: a
+    drain that ran out of time)."""
 
     def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body: int, keys: Sequence[ApiKey] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -51,8 +51,6 @@ class Guard:
         self.keys = [(k.key.encode(), k) for k in keys]
         self.windows = {k.key: RateWindow(k.per_minute) for k in keys if k.per_minute is not None}
         self.clock = clock
-        self.in_flight = 0
-        self.unanswered = 0
 
     def _key_of(self, headers: dict[bytes, bytes]) -> ApiKey | None:
         """The key the request carries, or None; every key is compared, so the time taken tells
@@ -106,14 +104,14 @@ class Guard:
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 answered = True
 
-        self.in_flight += 1
+        self.metrics.in_flight += 1
         try:
             await self._handle(scope, receive, send_counted)
         except asyncio.CancelledError:  # the server gave up on it (a drain that ran out)
-            self.unanswered += not answered
+            self.metrics.unanswered += not answered
             raise
         finally:
-            self.in_flight -= 1
+            self.metrics.in_flight -= 1
             self.metrics.request(scope["method"], scope["path"], status, time.perf_counter() - start)
 
     async def _handle(self, scope: Scope, receive: Callable[[], Awaitable[Message]],

@@ -64,6 +64,8 @@ class Metrics:
         self.shed: Counter[tuple[str, str]] = Counter()  # (model, "queue_full" or "deadline")
         self.rate_limited: Counter[str] = Counter()  # by the key's name (never the key)
         self.reloads: Counter[tuple[str, str]] = Counter()  # (model, "loaded" or "failed")
+        self.in_flight = 0  # requests let in and not answered yet
+        self.unanswered = 0  # requests cancelled before their answer went out
 
     def request(self, method: str, path: str, status: int, seconds: float) -> None:
         path = path if path in KNOWN_PATHS else "other"  # unknown paths must not grow the table
@@ -99,7 +101,14 @@ class Metrics:
         return "\n".join(lines + self._operation_lines(queues or {})) + "\n"
 
     def _operation_lines(self, queues: Mapping[str, tuple[int, int]]) -> list[str]:
-        lines = ["# HELP transformer_shed_total Requests refused for a full queue (503) or that "
+        lines = ["# HELP transformer_requests_in_flight Requests let in and not answered yet.",
+                 "# TYPE transformer_requests_in_flight gauge",
+                 f"transformer_requests_in_flight {self.in_flight}",
+                 "# HELP transformer_requests_unanswered_total Requests cancelled before their "
+                 "answer (a drain that ran out of time).",
+                 "# TYPE transformer_requests_unanswered_total counter",
+                 f"transformer_requests_unanswered_total {self.unanswered}"]
+        lines += ["# HELP transformer_shed_total Requests refused for a full queue (503) or that "
                  "waited out their deadline in it (504), per model.",
                  "# TYPE transformer_shed_total counter"]
         lines += [f'transformer_shed_total{{model="{m}",reason="{r}"}} {n}'

@@ -87,10 +87,11 @@ def serve_until_stopped(app: Any, *, host: str, port: int) -> int:
             raise
         raise InputError(f"--host {host} --port {port}: could not serve there (see the error "
                          "above)") from None
-    answered = sum(state.metrics.requests.values()) - app.unanswered
-    if app.unanswered:
+    unanswered = state.metrics.unanswered
+    answered = sum(state.metrics.requests.values()) - unanswered
+    if unanswered:
         log.error("stopped: --drain-s %g s ran out; %d requests were not answered (%d were)",
-                  state.settings.drain_s, app.unanswered, answered)
+                  state.settings.drain_s, unanswered, answered)
         return 1
     log.info("stopped: every request let in was answered (%d)", answered)
     return 0
