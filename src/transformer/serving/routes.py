@@ -36,19 +36,27 @@ def _state(request: Request) -> ServerState:
 
 
 async def submit_unless_gone(request: Any, batcher: Batcher, payload: Any, *, tokens: int,
-                             poll_s: float = 0.1, **submit: Any) -> Any:
-    """``batcher.submit(payload, **submit)``, given up as soon as the client disconnects (checked
-    every ``poll_s``): its request then leaves the queue and costs the others nothing."""
+                             **submit: Any) -> Any:
+    """``batcher.submit(payload, **submit)``, given up as soon as the client disconnects: its
+    request then leaves the queue and costs the others nothing. The disconnect is awaited (the
+    next ASGI message after the body), never polled, so a full queue costs the event loop
+    nothing while it waits."""
     task = asyncio.ensure_future(batcher.submit(payload, tokens=tokens, **submit))
+    gone = asyncio.ensure_future(_disconnect(request))
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=poll_s)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                raise ApiError(499, "client disconnected")
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        raise ApiError(499, "client disconnected")
     finally:
         task.cancel()  # a no-op once it is done; else the request leaves the queue
+        gone.cancel()
+
+
+async def _disconnect(request: Any) -> None:
+    """Return when the client of ``request`` (whose body has been read) disconnects."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def checked(req: BaseModel, request: Request) -> None:

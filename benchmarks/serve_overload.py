@@ -1,0 +1,162 @@
+"""``benchmarks/serve.py --overload``: one server pushed past what it can do, on loopback.
+
+1. The sustainable rate: ``--sustain-clients`` clients, each sending its next request when its
+   last is answered, for ``--seconds``: answered requests per second, R.
+2. Normal load: requests sent at R (open loop: on a schedule, whatever the answers do) for
+   ``--normal-seconds``; the server's RSS at its end is the reference.
+3. Overload: requests sent at ``--overload-factor`` x R for ``--overload-seconds`` by a bounded
+   client (at most ``--overload-clients`` in flight; a request whose turn comes with none free
+   waits for one, and the client counts how late it went out).
+
+Every request is one Multi30k test sentence (beam 4, the API's default). While a phase runs,
+``/health`` is asked every 0.25 s (2 s timeout) and the server's RSS (VmRSS) read every 0.5 s.
+Reported per phase: requests sent and answered per second, status counts (503: shed, 504: past the
+deadline), transport errors and requests unanswered, p50/p99 of answered requests, /health's
+worst time and failures, the server's RSS. Then the issue's checks: no status but 200, 503 and
+504; p99 of answered requests at most 2 s; RSS at the end of the overload within 20% of the
+normal load's; /health answered throughout; every request answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+
+from process_memory import kib  # benchmarks/process_memory.py
+
+HEALTH_EVERY_S = 0.25
+RSS_EVERY_S = 0.5
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] * 1000 if values else float("nan")
+
+
+async def _watch(url: str, pid: int, until: float, out: dict[str, Any]) -> None:
+    """/health's times and failures, and the server's RSS (MiB), until ``until``."""
+    health: list[float] = []
+    failures = 0
+    rss: list[float] = []
+    next_rss = 0.0
+    async with httpx.AsyncClient(base_url=url, timeout=2.0) as http:
+        while time.perf_counter() < until:
+            start = time.perf_counter()
+            try:
+                ok = (await http.get("/health")).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            health.append(time.perf_counter() - start)
+            failures += not ok
+            if start >= next_rss:
+                rss.append(kib(f"/proc/{pid}/status", "VmRSS:") / 1024)
+                next_rss = start + RSS_EVERY_S
+            await asyncio.sleep(max(0.0, HEALTH_EVERY_S - (time.perf_counter() - start)))
+    out.update(health_checks=len(health), health_failures=failures,
+               health_worst_ms=max(health, default=float("nan")) * 1000,
+               rss_mib_max=max(rss, default=float("nan")), rss_mib_end=rss[-1] if rss else float("nan"))
+
+
+async def closed_loop(url: str, sentences: list[str], clients: int, seconds: float) -> float:
+    """Requests answered (200) per second by ``clients`` that each send on their last answer."""
+    answered = 0
+    stop_at = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+
+        async def client(k: int) -> None:
+            nonlocal answered
+            i = k
+            while time.perf_counter() < stop_at:
+                r = await http.post("/v1/translate", json={"model": "m", "texts": [sentences[i % len(sentences)]]})
+                i += clients
+                if r.status_code == 200 and time.perf_counter() <= stop_at:
+                    answered += 1
+                elif r.status_code == 503:  # a client that honours Retry-After
+                    await asyncio.sleep(float(r.headers.get("retry-after", 1)))
+
+        await asyncio.gather(*(client(k) for k in range(clients)))
+    return answered / seconds
+
+
+async def open_loop(url: str, pid: int, sentences: list[str], *, rate: float, seconds: float,
+                    clients: int) -> dict[str, Any]:
+    """Requests sent at ``rate`` a second for ``seconds`` (at most ``clients`` in flight), each
+    awaited to its answer; what came back, and /health and the RSS meanwhile."""
+    statuses: Counter[str] = Counter()
+    latencies: list[float] = []
+    late: list[float] = []
+    slots = asyncio.Semaphore(clients)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    watched: dict[str, Any] = {}
+    start = last_sent = time.perf_counter()
+    total = int(rate * seconds)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+
+        async def one(i: int, due: float) -> None:
+            nonlocal last_sent
+            sent = last_sent = time.perf_counter()
+            late.append(sent - due)
+            try:
+                r = await http.post("/v1/translate", json={"model": "m", "texts": [sentences[i % len(sentences)]]})
+                statuses[str(r.status_code)] += 1
+                if r.status_code == 200:
+                    latencies.append(time.perf_counter() - sent)
+            except httpx.TimeoutException:
+                statuses["unanswered"] += 1
+            except httpx.HTTPError as err:
+                statuses[f"transport error: {type(err).__name__}"] += 1
+            finally:
+                slots.release()
+
+        watcher = asyncio.ensure_future(_watch(url, pid, start + seconds, watched))
+        tasks = []
+        for i in range(total):
+            due = start + i / rate
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            await slots.acquire()
+            tasks.append(asyncio.ensure_future(one(i, due)))
+        await asyncio.gather(*tasks)
+        await watcher
+    took = time.perf_counter() - start
+    return {"rate_asked": rate, "seconds": seconds, "sent": total,
+            "sent_per_s": total / max(seconds, last_sent - start),
+            "answered_per_s": statuses["200"] / took, "statuses": dict(statuses),
+            "shed_503": statuses["503"], "deadline_504": statuses["504"],
+            "p50_ms": _pct(latencies, 0.5), "p99_ms": _pct(latencies, 0.99),
+            "latest_send_ms": max(late, default=0.0) * 1000, **watched}
+
+
+def checks(normal: dict[str, Any], over: dict[str, Any]) -> dict[str, bool]:
+    """The issue's conditions on the overload phase (and the normal phase's RSS)."""
+    return {"only 200, 503, 504": set(over["statuses"]) <= {"200", "503", "504"},
+            "p99 of answered <= 2 s": over["p99_ms"] <= 2000,
+            "RSS at the end within 20% of normal load's": over["rss_mib_end"] <= 1.2 * normal["rss_mib_end"],
+            "/health answered throughout": over["health_failures"] == 0,
+            "no request unanswered": all(k.isdigit() for k in over["statuses"])}
+
+
+def run_overload(url: str, pid: int, sentences: list[str], args: Any) -> dict[str, Any]:
+    """The three phases and the checks; prints as it goes."""
+    asyncio.run(closed_loop(url, sentences, 4, 2.0))  # warm up: first calls allocate
+    rate = asyncio.run(closed_loop(url, sentences, args.sustain_clients, args.seconds))
+    print(f"sustainable: {rate:.1f} requests/s ({args.sustain_clients} clients, {args.seconds:g} s)", flush=True)
+    phases = {}
+    for name, factor, seconds in (("normal", 1.0, args.normal_seconds),
+                                  ("overload", args.overload_factor, args.overload_seconds)):
+        phases[name] = asyncio.run(open_loop(url, pid, sentences, rate=factor * rate, seconds=seconds,
+                                             clients=args.overload_clients))
+        p = phases[name]
+        print(f"{name:8s} x{factor:g}: sent {p['sent_per_s']:.1f}/s, answered {p['answered_per_s']:.1f}/s, "
+              f"statuses {p['statuses']}, p50 {p['p50_ms']:.0f} ms, p99 {p['p99_ms']:.0f} ms, "
+              f"/health worst {p['health_worst_ms']:.0f} ms ({p['health_failures']} failed), "
+              f"RSS end {p['rss_mib_end']:.0f} MiB (max {p['rss_mib_max']:.0f})", flush=True)
+    verdict = checks(phases["normal"], phases["overload"])
+    for name, ok in verdict.items():
+        print(f"  {'ok  ' if ok else 'FAIL'} {name}")
+    return {"sustainable_per_s": rate, "sustain_clients": args.sustain_clients, **phases,
+            "checks": verdict}
