@@ -20,6 +20,8 @@ normal load's; /health answered throughout; every request answered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import time
 from collections import Counter
 from typing import Any
@@ -37,11 +39,18 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] * 1000 if values else float("nan")
 
 
+def _gauge(metrics: str, name: str) -> float:
+    found = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", metrics, re.M)
+    return float(found[1]) if found else float("nan")
+
+
 async def _watch(url: str, pid: int, until: float, out: dict[str, Any]) -> None:
-    """/health's times and failures, and the server's RSS (MiB), until ``until``."""
+    """/health's times and failures, the server's RSS (MiB), and its requests in flight and
+    queued (where a request waits: in the model's queue, or before it), until ``until``."""
     health: list[float] = []
     failures = 0
     rss: list[float] = []
+    gauges: list[tuple[float, float, float]] = []
     next_rss = 0.0
     async with httpx.AsyncClient(base_url=url, timeout=2.0) as http:
         while time.perf_counter() < until:
@@ -55,10 +64,18 @@ async def _watch(url: str, pid: int, until: float, out: dict[str, Any]) -> None:
             if start >= next_rss:
                 rss.append(kib(f"/proc/{pid}/status", "VmRSS:") / 1024)
                 next_rss = start + RSS_EVERY_S
+                with contextlib.suppress(httpx.HTTPError):
+                    text = (await http.get("/metrics")).text
+                    gauges.append((_gauge(text, "transformer_requests_in_flight"),
+                                   _gauge(text, "transformer_queue_requests"),
+                                   _gauge(text, "transformer_queue_tokens")))
             await asyncio.sleep(max(0.0, HEALTH_EVERY_S - (time.perf_counter() - start)))
     out.update(health_checks=len(health), health_failures=failures,
                health_worst_ms=max(health, default=float("nan")) * 1000,
-               rss_mib_max=max(rss, default=float("nan")), rss_mib_end=rss[-1] if rss else float("nan"))
+               rss_mib_max=max(rss, default=float("nan")), rss_mib_end=rss[-1] if rss else float("nan"),
+               in_flight_max=max((g[0] for g in gauges), default=float("nan")),
+               queued_max=max((g[1] for g in gauges), default=float("nan")),
+               queued_tokens_max=max((g[2] for g in gauges), default=float("nan")))
 
 
 async def closed_loop(url: str, sentences: list[str], clients: int, seconds: float) -> float:
@@ -154,6 +171,7 @@ def run_overload(url: str, pid: int, sentences: list[str], args: Any) -> dict[st
         print(f"{name:8s} x{factor:g}: sent {p['sent_per_s']:.1f}/s, answered {p['answered_per_s']:.1f}/s, "
               f"statuses {p['statuses']}, p50 {p['p50_ms']:.0f} ms, p99 {p['p99_ms']:.0f} ms, "
               f"/health worst {p['health_worst_ms']:.0f} ms ({p['health_failures']} failed), "
+              f"in flight at most {p['in_flight_max']:.0f}, queued {p['queued_max']:.0f}, "
               f"RSS end {p['rss_mib_end']:.0f} MiB (max {p['rss_mib_max']:.0f})", flush=True)
     verdict = checks(phases["normal"], phases["overload"])
     for name, ok in verdict.items():
