@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,6 +39,12 @@ RSS_EVERY_S = 0.5
 def _pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] * 1000 if values else float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _gauge(metrics: str, name: str) -> float:
@@ -111,6 +119,7 @@ async def open_loop(url: str, pid: int, sentences: list[str], *, rate: float, se
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     watched: dict[str, Any] = {}
     start = last_sent = time.perf_counter()
+    cpu_start = cpu_seconds(pid)
     total = int(rate * seconds)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
 
@@ -140,7 +149,10 @@ async def open_loop(url: str, pid: int, sentences: list[str], *, rate: float, se
         await asyncio.gather(*tasks)
         await watcher
     took = time.perf_counter() - start
-    return {"rate_asked": rate, "seconds": seconds, "sent": total,
+    cpu = cpu_seconds(pid) - cpu_start
+    return {"server_cpu_s": cpu, "server_core_share": cpu / took,
+            "answered_per_server_cpu_s": statuses["200"] / cpu if cpu else float("nan"),
+            "rate_asked": rate, "seconds": seconds, "sent": total,
             "sent_per_s": total / max(seconds, last_sent - start),
             "answered_per_s": statuses["200"] / took, "statuses": dict(statuses),
             "shed_503": statuses["503"], "deadline_504": statuses["504"],
@@ -168,7 +180,9 @@ def run_overload(url: str, pid: int, sentences: list[str], args: Any) -> dict[st
         phases[name] = asyncio.run(open_loop(url, pid, sentences, rate=factor * rate, seconds=seconds,
                                              clients=args.overload_clients))
         p = phases[name]
-        print(f"{name:8s} x{factor:g}: sent {p['sent_per_s']:.1f}/s, answered {p['answered_per_s']:.1f}/s, "
+        print(f"{name:8s} x{factor:g}: sent {p['sent_per_s']:.1f}/s, answered {p['answered_per_s']:.1f}/s "
+              f"({p['answered_per_server_cpu_s']:.1f} per CPU second of the server, which had "
+              f"{p['server_core_share']:.0%} of a core), "
               f"statuses {p['statuses']}, p50 {p['p50_ms']:.0f} ms, p99 {p['p99_ms']:.0f} ms, "
               f"/health worst {p['health_worst_ms']:.0f} ms ({p['health_failures']} failed), "
               f"in flight at most {p['in_flight_max']:.0f}, queued {p['queued_max']:.0f}, "
