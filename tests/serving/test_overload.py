@@ -104,6 +104,63 @@ def test_an_empty_queue_takes_any_request_and_before_a_rate_one_batch_budget():
     assert with_busy_batcher(body, max_queue_s=0.001, max_tokens=8) == ("big", "fits")
 
 
+def fake_clock(batcher):
+    """Put ``batcher`` on a clock the test moves (``now[0]``), its running batch begun now."""
+    now = [batcher.clock()]
+    batcher.clock = lambda: now[0]
+    batcher._began = now[0]
+    return now
+
+
+def test_a_running_batch_slower_than_the_rate_counts_at_its_own():
+    """At 10 tokens/s, 5 tokens running, a 2-second bound: 0.4 s into the batch (on time) 14
+    tokens imply 1.4 s and get in; at 1.0 s it runs at 5 tokens/s, so one token more implies 3 s
+    (1.5 s at the old rate) and is refused."""
+
+    async def body(batcher, held):
+        batcher.rate = 10.0
+        now = fake_clock(batcher)
+        a = asyncio.ensure_future(batcher.submit("a", tokens=1))
+        await until(lambda: batcher.queued == 1)
+        now[0] += 0.4
+        assert batcher.implied_wait(8) == pytest.approx((1 + 5 + 8) / 10.0)
+        b = asyncio.ensure_future(batcher.submit("b", tokens=8))
+        await until(lambda: batcher.queued == 2)
+        now[0] += 0.6
+        assert batcher.implied_wait(1) == pytest.approx((9 + 5 + 1) / (5 / 1.0))
+        with pytest.raises(Overloaded):
+            await batcher.submit("c", tokens=1)
+        held.release.set()
+        return await a, await b
+
+    assert with_busy_batcher(body, max_queue_s=2.0) == ("a", "b")
+
+
+@pytest.mark.parametrize("waited", [1.999, 2.001])
+def test_a_queue_whose_oldest_request_waited_past_the_bound_takes_no_more(waited):
+    """Whatever the rate says (a fast one here), once the oldest request has waited longer than
+    the bound, new ones are refused: just under it still in, just past it out."""
+
+    async def body(batcher, held):
+        batcher.rate = 1e6
+        now = fake_clock(batcher)
+        a = asyncio.ensure_future(batcher.submit("a", tokens=1))
+        await until(lambda: batcher.queued == 1)
+        now[0] += waited
+        batcher._began = now[0]  # batches came and went; "a" still waits (e.g. held back)
+        assert batcher.oldest_wait() == pytest.approx(waited)
+        if waited > 2.0:
+            with pytest.raises(Overloaded):
+                await batcher.submit("b", tokens=1)
+            held.release.set()
+            return [await a]
+        b = asyncio.ensure_future(batcher.submit("b", tokens=1))
+        held.release.set()
+        return [await a, await b]
+
+    assert len(with_busy_batcher(body, max_queue_s=2.0)) == (1 if waited > 2.0 else 2)
+
+
 def test_without_a_bound_the_queue_takes_everything():
     async def body(batcher, held):
         batcher.rate = 1e-9
@@ -212,6 +269,7 @@ def test_the_rate_is_the_tokens_per_second_of_the_recent_batches():
         batcher._timed(300, 1.0)
         assert math.isclose(batcher.rate, 50.0 + RATE_WEIGHT * (300.0 - 50.0))
         batcher.waiting_tokens, batcher.running_tokens = 30, 20
+        batcher._began = batcher.clock()  # a batch that has just begun
         assert math.isclose(batcher.implied_wait(10), 60 / batcher.rate)
 
 

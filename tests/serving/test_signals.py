@@ -99,10 +99,11 @@ class Load:
             thread.join(LOADED_S)
 
 
-def wait_for(condition, what: str) -> None:
+def wait_for(condition, what: str, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + LOADED_S
     while not condition():
         assert time.monotonic() < deadline, what
+        assert proc is None or proc.poll() is None, f"{what}: the server exited with {proc.returncode}"
         time.sleep(0.01)
 
 
@@ -118,7 +119,7 @@ def test_sighup_under_load_swaps_the_model_without_a_failed_request(tmp_path, wr
         new = translate_alone(run_dir, TEXTS)
         assert new != old
         proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: any(r[3] == new for r in load.answered()), "the answers never switched")
+        wait_for(lambda: any(r[3] == new for r in load.answered()), "the answers never switched", proc)
         switched = min(r[1] for r in load.answered() if r[3] == new)
         wait_for(lambda: sum(r[0] > switched for r in load.answered()) >= 5, "no answers after the switch")
 
@@ -126,7 +127,7 @@ def test_sighup_under_load_swaps_the_model_without_a_failed_request(tmp_path, wr
         (run_dir / "model.safetensors").write_bytes(b"broken")
         proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "reload_error" in httpx.get(url + "/v1/models").json()["models"][0],
-                 "the failed reload never showed")
+                 "the failed reload never showed", proc)
         broken_at = time.monotonic()
         wait_for(lambda: sum(r[0] > broken_at for r in load.answered()) >= 3, "no answers after it")
     finally:

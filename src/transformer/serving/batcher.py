@@ -13,8 +13,10 @@ answering requests meanwhile, and requests that arrive while the model runs form
 ``max_requests=1`` turns batching off: every request runs alone, in arrival order.
 
 The bound (``max_queue_s``) is the wait the queue implies, not a count: the source tokens waiting
-and running, over the tokens per second the model's recent batches ran at. A request that would
-take it past the bound is refused at once (:class:`Overloaded`, with a time to retry after), so
+and running, over the tokens per second the model's recent batches ran at (or the running batch
+runs at, when it is already slower: the machine got busier). A request that would take it past
+the bound is refused at once (:class:`Overloaded`, with a time to retry after), as is any request
+while the oldest one waiting has waited longer than the bound (what the estimate missed), so
 the requests let in keep their latency and the memory stays flat however many clients come; an
 empty queue always takes one. Until a first batch has been timed, the queue holds one batch's
 budget. A request still queued when its ``timeout_s`` runs out leaves the queue
@@ -93,6 +95,8 @@ class Batcher:
         self.rate: float | None = None  # source tokens per second of the recent batches
         self.waiting_tokens = 0  # of the requests let in and not yet started
         self.running_tokens = 0
+        self.clock = time.perf_counter  # what queue ages and batch times are read on
+        self._began = 0.0  # when the running batch started, on the clock
         self._queue: deque[Job] = deque()
         self._arrived: asyncio.Event | None = None
         self._pending: set[asyncio.Future] = set()  # every request let in and not answered
@@ -126,10 +130,20 @@ class Batcher:
 
     def implied_wait(self, tokens: int = 0) -> float | None:
         """Seconds the work queued and running (and ``tokens`` more) would take at the recent
-        rate; None before a first batch has been timed."""
+        rate, or at the running batch's own when it has already run longer than that rate
+        allows; None before a first batch has been timed."""
         if self.rate is None:
             return None
-        return (self.waiting_tokens + self.running_tokens + tokens) / self.rate
+        rate = self.rate
+        running_s = self.clock() - self._began
+        if self.running_tokens and running_s * rate > self.running_tokens:
+            rate = self.running_tokens / running_s
+        return (self.waiting_tokens + self.running_tokens + tokens) / rate
+
+    def oldest_wait(self) -> float:
+        """Seconds the oldest request not yet started has waited (0 with none)."""
+        oldest = self._held or (self._queue[0] if self._queue else None)
+        return self.clock() - oldest.queued_at if oldest is not None else 0.0
 
     def _admit(self, tokens: int) -> None:
         if self.max_queue_s is None or self.waiting_tokens == 0:
@@ -138,7 +152,7 @@ class Batcher:
         if wait is None:
             if self.waiting_tokens + tokens <= self.max_tokens:
                 return
-        elif wait <= self.max_queue_s:
+        elif wait <= self.max_queue_s and self.oldest_wait() <= self.max_queue_s:
             return
         raise Overloaded(max(1.0, math.ceil(self.implied_wait() or 1.0)))
 
@@ -154,7 +168,7 @@ class Batcher:
         tokens = max(1, tokens)
         self._admit(tokens)
         loop = asyncio.get_running_loop()
-        job = Job(payload, tokens, loop.create_future(), time.perf_counter(), call=call)
+        job = Job(payload, tokens, loop.create_future(), self.clock(), call=call)
         self.waiting_tokens += tokens
         self._pending.add(job.future)
         job.future.add_done_callback(lambda _: self._finished(job))
@@ -166,7 +180,7 @@ class Batcher:
 
     def _expire(self, job: Job) -> None:
         if not job.started and not job.future.done():
-            job.future.set_exception(DeadlineExpired(f"waited {time.perf_counter() - job.queued_at:.1f} s"))
+            job.future.set_exception(DeadlineExpired(f"waited {self.clock() - job.queued_at:.1f} s"))
 
     def _finished(self, job: Job) -> None:
         """A request is answered, expired or given up: it leaves the queue and the count."""
@@ -240,7 +254,7 @@ class Batcher:
             if not batch:
                 continue
             tokens = self._start(batch)
-            begun = time.perf_counter()
+            self._began = begun = self.clock()
             try:
                 if batch[0].call is not None:
                     results = [await loop.run_in_executor(self.executor, batch[0].call)]
@@ -257,7 +271,7 @@ class Batcher:
             finally:
                 self.running_tokens -= tokens
             if batch[0].call is None:
-                self._timed(tokens, time.perf_counter() - begun)
+                self._timed(tokens, self.clock() - begun)
                 if self.on_batch is not None:
                     self.on_batch(len(batch), tokens)
             for job, result in zip(batch, results, strict=True):
