@@ -26,13 +26,9 @@ from transformer.serving.errors import ApiError
 from transformer.serving.models import ServedModel
 from transformer.serving.reload import reload_changed
 from transformer.serving.schemas import AttentionRequest, ClassifyRequest, TranslateRequest
-from transformer.serving.state import ServerState
+from transformer.serving.state import pick, server_state
 
 STATIC = files("transformer.serving") / "static"
-
-
-def _state(request: Request) -> ServerState:
-    return request.app.state.server
 
 
 async def submit_unless_gone(request: Any, batcher: Batcher, payload: Any, *, tokens: int,
@@ -63,7 +59,7 @@ def checked(req: BaseModel, request: Request) -> None:
     """Refuse ``req`` with 422 when it passes one of the server's limits (``serve --max-texts``
     and so on), naming the field and the limit; a request with a ``max_len`` field left out gets
     the server's ``--max-output-tokens`` there (the cap holds for every translation)."""
-    limits = _state(request).settings.limits
+    limits = server_state(request).settings.limits
     line = limits.refusal(iter(req))
     if line is not None:
         raise ApiError(422, line)
@@ -76,7 +72,7 @@ async def queued(request: Request, model: ServedModel, payload: Any, *, tokens: 
     """``payload`` through ``model``'s batcher (queued, batched, answered), waiting at most the
     server's ``--timeout-s`` or the request's shorter ``timeout_ms`` in the queue: ApiError 503
     (with ``Retry-After``) when the queue is full, 504 when the wait runs out; both counted."""
-    state = _state(request)
+    state = server_state(request)
     timeout_s = state.settings.timeout_s
     if timeout_ms is not None:
         timeout_s = min(timeout_s, timeout_ms / 1000)
@@ -95,16 +91,6 @@ async def queued(request: Request, model: ServedModel, payload: Any, *, tokens: 
                        "without starting") from None
 
 
-def pick(served: dict[str, ServedModel], name: str, task: str) -> ServedModel:
-    """The loaded model ``name`` of ``task``; ApiError 404 when none is, 422 for another task."""
-    model = served.get(name)
-    if model is None:
-        raise ApiError(404, f"model: no loaded model named {name!r} (loaded: {', '.join(sorted(served))})")
-    if model.task != task:
-        raise ApiError(422, f"model: {name!r} is a {model.task} model, not a {task} one")
-    return model
-
-
 def _rounded(maps: list[Any]) -> list[Any]:
     """Per-layer (H, Lq, Lk) tensors -> nested lists with 4 decimals (keeps the JSON small)."""
     return [m.float().round(decimals=4).tolist() for m in maps]
@@ -115,18 +101,18 @@ def _elapsed_ms(start: float) -> dict[str, float]:
 
 
 async def health(request: Request) -> dict[str, Any]:
-    return {"status": "ok", "models": sorted(_state(request).served)}
+    return {"status": "ok", "models": sorted(server_state(request).served)}
 
 
 async def prometheus(request: Request) -> PlainTextResponse:
-    state = _state(request)
+    state = server_state(request)
     return PlainTextResponse(state.metrics.render(state.queues()), media_type="text/plain; version=0.0.4")
 
 
 async def models(request: Request) -> dict[str, Any]:
     """Each model (with ``reload_error`` when its changed directory failed to load) and the
     server's limits."""
-    state = _state(request)
+    state = server_state(request)
     described = []
     for name, model in state.served.items():
         info = model.describe()
@@ -138,12 +124,12 @@ async def models(request: Request) -> dict[str, Any]:
 
 async def reload(request: Request) -> dict[str, Any]:
     """``POST /v1/admin/reload``: what SIGHUP does, answered when done."""
-    return await reload_changed(_state(request))
+    return await reload_changed(server_state(request))
 
 
 async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     start = time.perf_counter()
-    state = _state(request)
+    state = server_state(request)
     model = pick(state.served, req.model, "translation")
     checked(req, request)
     if req.nbest is not None and req.nbest > req.beam:
@@ -166,7 +152,7 @@ async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
 
 async def classify(req: ClassifyRequest, request: Request) -> dict[str, Any]:
     start = time.perf_counter()
-    state = _state(request)
+    state = server_state(request)
     model = pick(state.served, req.model, "classification")
     checked(req, request)
     rows = await queued(request, model, list(req.texts), tokens=model.count_tokens(req.texts),
@@ -196,7 +182,7 @@ def _attention_text(req: AttentionRequest, model: ServedModel) -> tuple[str, lis
 async def attention(req: AttentionRequest, request: Request) -> dict[str, Any]:
     from transformer.visualization.sentence import sentence_attention
 
-    served = _state(request).served
+    served = server_state(request).served
     model = served.get(req.model)
     if model is None:
         pick(served, req.model, "translation")  # raises the 404

@@ -13,6 +13,15 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from transformer.serving.settings import Limits
+
+# the default limits, for a schema that states one (the server's own, set by its flags, are
+# checked by the routes: transformer.serving.settings.Limits.refusal)
+MAX_TEXTS = Limits().max_texts
+MAX_CHARS = Limits().max_chars
+MAX_BEAM = Limits().max_beam
+MAX_OUTPUT_TOKENS = Limits().max_output_tokens
+
 Text = str  # at most the server's --max-chars: checked by the routes
 ModelName = Annotated[str, Field(min_length=1, max_length=200)]
 

@@ -48,11 +48,12 @@ class Limits:
 
     def refusal(self, fields: Iterable[tuple[str, Any]]) -> str | None:
         """The one line a request of these ``(field, value)`` pairs gets for the first limit it
-        passes, or None: ``texts`` (how many), every text field and every text in a list (how
-        long; the model's name has its own limit), ``beam`` and ``nbest``, ``max_len``."""
+        passes, or None: every list (how many items: ``texts``, or a score's ``sources`` and
+        ``targets``), every text field and every text in a list (how long; the model's name has
+        its own limit), ``beam`` and ``nbest``, ``max_len``."""
         for name, value in fields:
-            if name == "texts" and isinstance(value, list | tuple) and len(value) > self.max_texts:
-                return f"texts: at most {self.max_texts} items, got {len(value)}"
+            if isinstance(value, list | tuple) and len(value) > self.max_texts:
+                return f"{name}: at most {self.max_texts} items, got {len(value)}"
             if name in ("beam", "nbest") and isinstance(value, int) and value > self.max_beam:
                 return f"{name}: at most {self.max_beam}, got {value}"
             if name == "max_len" and isinstance(value, int) and value > self.max_output_tokens:

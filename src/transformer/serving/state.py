@@ -1,5 +1,6 @@
-"""What the routes of one app share: the models served now, one batcher each, the metrics, the
-settings, the last reload's failures, and the models being retired after a reload.
+"""What the routes of one app share (the models served now, one batcher each, the metrics, the
+settings, the last reload's failures, and the models being retired after a reload), and how a
+route finds the model a request names.
 
 Everything here is read and changed on the event loop's thread only (a reload loads in another
 thread but swaps here), so a route that looks up a model and its batcher without an ``await``
@@ -11,7 +12,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from fastapi import Request
+
 from transformer.serving.batcher import Batcher
+from transformer.serving.errors import ApiError
 from transformer.serving.metrics import Metrics
 from transformer.serving.models import ServedModel
 from transformer.serving.settings import ServeSettings
@@ -77,3 +81,18 @@ class ServerState:
             await batcher.stop(drain=True)
         if self.retiring:
             await asyncio.wait(set(self.retiring))
+
+
+def server_state(request: Request) -> ServerState:
+    """The app's models, metrics, settings and batchers (``app.state.server``)."""
+    return request.app.state.server
+
+
+def pick(served: dict[str, ServedModel], name: str, task: str) -> ServedModel:
+    """The loaded model ``name`` of ``task``; ApiError 404 when none is, 422 for another task."""
+    model = served.get(name)
+    if model is None:
+        raise ApiError(404, f"model: no loaded model named {name!r} (loaded: {', '.join(sorted(served))})")
+    if model.task != task:
+        raise ApiError(422, f"model: {name!r} is a {model.task} model, not a {task} one")
+    return model
