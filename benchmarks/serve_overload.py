@@ -21,18 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from process_memory import kib  # benchmarks/process_memory.py
 
 HEALTH_EVERY_S = 0.25
+# a connection idle this long is opened anew: under uvicorn's 5 s keep-alive, so a request never
+# goes out on a connection the server is closing (an error that no server could answer)
+KEEPALIVE_S = 2.0
 RSS_EVERY_S = 0.5
 
 
@@ -86,68 +91,121 @@ async def _watch(url: str, pid: int, until: float, out: dict[str, Any]) -> None:
                queued_tokens_max=max((g[2] for g in gauges), default=float("nan")))
 
 
+class Connection:
+    """One keep-alive HTTP/1.1 connection, one request at a time: a client far lighter than
+    httpx's pool (whose own queueing, on a shared core, added seconds the server never saw), so
+    the latencies are the server's. A connection idle for ``KEEPALIVE_S`` is opened anew."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname, parts.port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.used = 0.0
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+    async def post(self, path: str, body: dict, *, timeout: float = 120.0) -> tuple[int, dict[str, str]]:
+        """(status, headers) of one POST of ``body`` as JSON; ConnectionError when the server
+        closes the connection without an answer, TimeoutError after ``timeout`` seconds."""
+        if self.writer is None or time.perf_counter() - self.used > KEEPALIVE_S:
+            self.close()
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        data = json.dumps(body).encode()
+        self.writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        await self.writer.drain()
+        line = await asyncio.wait_for(self.reader.readline(), timeout)
+        if not line:
+            self.close()
+            raise ConnectionError("closed without an answer")
+        headers = {}
+        while (header := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = header.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        await self.reader.readexactly(int(headers.get("content-length", 0)))
+        self.used = time.perf_counter()
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return int(line.split()[1]), headers
+
+
+def _body(sentences: list[str], i: int) -> dict:
+    return {"model": "m", "texts": [sentences[i % len(sentences)]]}
+
+
 async def closed_loop(url: str, sentences: list[str], clients: int, seconds: float) -> float:
-    """Requests answered (200) per second by ``clients`` that each send on their last answer."""
+    """Requests answered (200) per second by ``clients`` that each send on their last answer
+    (and wait out a 503's Retry-After, as a client should)."""
     answered = 0
     stop_at = time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
 
-        async def client(k: int) -> None:
-            nonlocal answered
-            i = k
-            while time.perf_counter() < stop_at:
-                r = await http.post("/v1/translate", json={"model": "m", "texts": [sentences[i % len(sentences)]]})
-                i += clients
-                if r.status_code == 200 and time.perf_counter() <= stop_at:
-                    answered += 1
-                elif r.status_code == 503:  # a client that honours Retry-After
-                    await asyncio.sleep(float(r.headers.get("retry-after", 1)))
+    async def client(k: int) -> None:
+        nonlocal answered
+        conn, i = Connection(url), k
+        while time.perf_counter() < stop_at:
+            status, headers = await conn.post("/v1/translate", _body(sentences, i))
+            i += clients
+            if status == 200 and time.perf_counter() <= stop_at:
+                answered += 1
+            elif status == 503:
+                await asyncio.sleep(float(headers.get("retry-after", 1)))
+        conn.close()
 
-        await asyncio.gather(*(client(k) for k in range(clients)))
+    await asyncio.gather(*(client(k) for k in range(clients)))
     return answered / seconds
 
 
 async def open_loop(url: str, pid: int, sentences: list[str], *, rate: float, seconds: float,
                     clients: int) -> dict[str, Any]:
-    """Requests sent at ``rate`` a second for ``seconds`` (at most ``clients`` in flight), each
-    awaited to its answer; what came back, and /health and the RSS meanwhile."""
+    """Requests due at ``rate`` a second for ``seconds``, sent by ``clients`` connections (a
+    request due while all are busy waits for one: how late it went out is counted), each awaited
+    to its answer; what came back, and /health, the RSS and the server's CPU meanwhile."""
     statuses: Counter[str] = Counter()
     latencies: list[float] = []
+    sent_at: list[float] = []  # of each answered request, seconds into the phase
     late: list[float] = []
-    slots = asyncio.Semaphore(clients)
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    due: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
     watched: dict[str, Any] = {}
     start = last_sent = time.perf_counter()
     cpu_start = cpu_seconds(pid)
     total = int(rate * seconds)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
 
-        async def one(i: int, due: float) -> None:
-            nonlocal last_sent
+    async def client() -> None:
+        nonlocal last_sent
+        conn = Connection(url)
+        while (item := await due.get()) is not None:
+            i, due_at = item
             sent = last_sent = time.perf_counter()
-            late.append(sent - due)
+            late.append(sent - due_at)
             try:
-                r = await http.post("/v1/translate", json={"model": "m", "texts": [sentences[i % len(sentences)]]})
-                statuses[str(r.status_code)] += 1
-                if r.status_code == 200:
-                    latencies.append(time.perf_counter() - sent)
-            except httpx.TimeoutException:
+                status, _ = await conn.post("/v1/translate", _body(sentences, i))
+            except (asyncio.TimeoutError, TimeoutError):
                 statuses["unanswered"] += 1
-            except httpx.HTTPError as err:
+                conn.close()
+                continue
+            except OSError as err:
                 statuses[f"transport error: {type(err).__name__}"] += 1
-            finally:
-                slots.release()
+                conn.close()
+                continue
+            statuses[str(status)] += 1
+            if status == 200:
+                latencies.append(time.perf_counter() - sent)
+                sent_at.append(sent - start)
+        conn.close()
 
-        watcher = asyncio.ensure_future(_watch(url, pid, start + seconds, watched))
-        tasks = []
-        for i in range(total):
-            due = start + i / rate
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            await slots.acquire()
-            tasks.append(asyncio.ensure_future(one(i, due)))
-        await asyncio.gather(*tasks)
-        await watcher
+    watcher = asyncio.ensure_future(_watch(url, pid, start + seconds, watched))
+    workers = [asyncio.ensure_future(client()) for _ in range(clients)]
+    for i in range(total):
+        await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+        due.put_nowait((i, start + i / rate))
+    for _ in workers:
+        due.put_nowait(None)
+    await asyncio.gather(*workers)
+    await watcher
     took = time.perf_counter() - start
     cpu = cpu_seconds(pid) - cpu_start
     return {"server_cpu_s": cpu, "server_core_share": cpu / took,
@@ -157,7 +215,9 @@ async def open_loop(url: str, pid: int, sentences: list[str], *, rate: float, se
             "answered_per_s": statuses["200"] / took, "statuses": dict(statuses),
             "shed_503": statuses["503"], "deadline_504": statuses["504"],
             "p50_ms": _pct(latencies, 0.5), "p99_ms": _pct(latencies, 0.99),
-            "latest_send_ms": max(late, default=0.0) * 1000, **watched}
+            "latest_send_ms": max(late, default=0.0) * 1000,
+            "slowest": sorted(([round(t, 2), round(lat * 1000)] for t, lat in zip(sent_at, latencies, strict=True)),
+                              key=lambda pair: -pair[1])[:10], **watched}
 
 
 def checks(normal: dict[str, Any], over: dict[str, Any]) -> dict[str, bool]:

@@ -152,11 +152,11 @@ class ServeSettings:
     api_keys: tuple[ApiKey, ...] = ()  # none: the API is open
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
-    # a latency target, not a machine figure: under overload answered requests take about this
-    # long, up to twice it where the estimate errs (a shared core: benchmarks/serve.py --overload
-    # on a 2-core AMD EPYC at 4x, p99 1.1 s with 0.5 and 2.0 s with 1.0), and batches of half a
-    # second's work ran as many requests per CPU second there as batches of a second's
-    max_queue_wait_s: float = 0.5
+    # a latency target, not a machine figure: under overload the requests let in take about
+    # this long (p99 1.5-1.7 s at 1.0, 0.95 s at 0.5, a shared core of a 2-core AMD EPYC at
+    # 4x; benchmarks/serve.py --overload), and batches of a second's work answer 1.2-1.3x
+    # as many requests per CPU second as batches of half a second's
+    max_queue_wait_s: float = 1.0
     timeout_s: float = 30.0
     drain_s: float = 30.0
 
