@@ -294,19 +294,19 @@ def test_a_bad_bound_is_refused():
 # --- over HTTP --------------------------------------------------------------------------------
 
 
-def hold_model(monkeypatch, served, name="numbers"):
+def hold_model(monkeypatch, served, name="numbers", method="translate_batch"):
     """The model's batches wait for the returned event (the first one only); returns (event,
     list of batch sizes)."""
     one, sizes, release = served[name], [], threading.Event()
-    translate_batch = one.translate_batch
+    run = getattr(one, method)
 
     def held(payloads):
         sizes.append(len(payloads))
         if len(sizes) == 1:
             release.wait(60)
-        return translate_batch(payloads)
+        return run(payloads)
 
-    monkeypatch.setattr(one, "translate_batch", held)
+    monkeypatch.setattr(one, method, held)
     return release, sizes
 
 
@@ -351,6 +351,33 @@ def test_a_full_queue_answers_503_with_retry_after(make_client, served, monkeypa
         assert metric(client, "transformer_queue_requests", model="numbers") == 1
         release.set()
         assert busy.result().status_code == queued.result().status_code == 200
+
+
+def test_when_every_queue_is_full_a_request_is_refused_unparsed(make_client, served, monkeypatch):
+    """Both models busy, each with a request queued and a rate that makes any more too much: a
+    request for a queued route gets 503 before its body is even parsed (a body that is not JSON
+    gets the 503, not its 400), counted under model "*"; once the queues empty, the same body
+    gets its 400 again and the queued requests are answered."""
+    held = [hold_model(monkeypatch, served), hold_model(monkeypatch, served, "labels", "classify_batch")]
+    client = make_client(max_queue_wait_s=0.5)
+    batchers = client.app.fastapi.state.batchers
+    bodies = {"/v1/translate": BODY, "/v1/classify": {"model": "labels", "texts": ["seven"]}}
+    junk = {"content": b"not json", "headers": {"content-type": "application/json"}}
+    with ThreadPoolExecutor(4) as pool:
+        busy = [pool.submit(client.post, path, json=body) for path, body in bodies.items()]
+        wait_for(lambda: all(sizes for _, sizes in held), "the first requests never ran")
+        for batcher in batchers.values():
+            batcher.rate = 1e-6
+        queued = [pool.submit(client.post, path, json=body) for path, body in bodies.items()]
+        wait_for(lambda: all(b.queued == 1 for b in batchers.values()), "never queued")
+        refused = client.post("/v1/attention", **junk)
+        assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
+        assert "every model" in refused.json()["error"]
+        assert metric(client, "transformer_shed_total", model="*", reason="queue_full") == 1
+        for release, _ in held:
+            release.set()
+        assert [f.result().status_code for f in busy + queued] == [200] * 4
+    assert client.post("/v1/attention", **junk).status_code == 400
 
 
 @pytest.mark.parametrize("how", ["server", "request", "request under the server's"])

@@ -50,7 +50,7 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
     add_error_handlers(app)
     add_routes(app)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
-    return _guarded(app, settings=settings, metrics=state.metrics)
+    return _guarded(app, settings=settings, state=state)
 
 
 @asynccontextmanager
@@ -63,7 +63,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     await state.stop()
 
 
-def _guarded(app: FastAPI, *, settings: ServeSettings, metrics: Metrics) -> Guard:
+def _guarded(app: FastAPI, *, settings: ServeSettings, state: ServerState) -> Guard:
     """``app`` behind CORS (when ``settings.cors_origins`` names any) and the :class:`Guard`."""
     inner: Any = app
     if settings.cors_origins:
@@ -71,6 +71,7 @@ def _guarded(app: FastAPI, *, settings: ServeSettings, metrics: Metrics) -> Guar
 
         inner = CORSMiddleware(app, allow_origins=list(settings.cors_origins),
                                allow_methods=["GET", "POST"], allow_headers=["*"])
-    guarded = Guard(inner, metrics=metrics, max_body=settings.max_body_bytes, keys=settings.api_keys)
+    guarded = Guard(inner, metrics=state.metrics, max_body=settings.max_body_bytes, keys=settings.api_keys,
+                    every_queue_full=state.every_queue_full)
     guarded.fastapi = app  # type: ignore[attr-defined]  # the routes, for tests and tools
     return guarded

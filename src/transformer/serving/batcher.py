@@ -145,6 +145,14 @@ class Batcher:
         oldest = self._held or (self._queue[0] if self._queue else None)
         return self.clock() - oldest.queued_at if oldest is not None else 0.0
 
+    def full(self) -> float | None:
+        """Seconds to retry after when even a one-token request would be refused now, else None."""
+        try:
+            self._admit(1)
+        except Overloaded as err:
+            return err.retry_after_s
+        return None
+
     def _admit(self, tokens: int) -> None:
         if self.max_queue_s is None or self.waiting_tokens == 0:
             return

@@ -25,6 +25,7 @@ Message = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
                    Awaitable[None]]
 PROTECTED_PREFIX = "/v1/"  # the API; the page, /health and /metrics stay open
+QUEUED_PATHS = frozenset({"/v1/translate", "/v1/classify", "/v1/attention"})  # through a model's queue
 
 
 async def send_error(send: Callable[[Message], Awaitable[None]], status: int, line: str,
@@ -41,13 +42,17 @@ class Guard:
     (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, compared in constant time) and their
     requests per minute, read on ``clock`` (seconds). It keeps the metrics' ``in_flight`` (requests
     let in and not answered yet) and ``unanswered`` (cancelled before their answer was sent: a
-    drain that ran out of time)."""
+    drain that ran out of time). ``every_queue_full()``, when given, returns the seconds to retry
+    after when no model could take a request: one for a queued route then gets 503 without its
+    body parsed, which keeps a shed request cheap while the model needs the CPU."""
 
     def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body: int, keys: Sequence[ApiKey] = (),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 every_queue_full: Callable[[], float | None] | None = None) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body = max_body
+        self.every_queue_full = every_queue_full
         self.keys = [(k.key.encode(), k) for k in keys]
         self.windows = {k.key: RateWindow(k.per_minute) for k in keys if k.per_minute is not None}
         self.clock = clock
@@ -85,6 +90,19 @@ class Guard:
                              headers=[(b"retry-after", str(retry).encode())])
             return True
         return False
+
+    async def _shed(self, scope: Scope, send: Callable[[Message], Awaitable[None]]) -> bool:
+        """Answer 503 to a request for a queued route when every model's queue is full."""
+        if self.every_queue_full is None or scope["path"] not in QUEUED_PATHS:
+            return False
+        wait = self.every_queue_full()
+        if wait is None:
+            return False
+        self.metrics.shed[("*", "queue_full")] += 1
+        retry = max(1, math.ceil(wait))
+        await send_error(send, 503, f"every model has more work queued than it can start soon; "
+                         f"retry after {retry} s", headers=[(b"retry-after", str(retry).encode())])
+        return True
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                        send: Callable[[Message], Awaitable[None]]) -> None:
@@ -144,6 +162,8 @@ class Guard:
             body.decode("utf-8")
         except UnicodeDecodeError as err:
             await send_error(send, 400, f"body: not UTF-8 (byte 0x{body[err.start]:02x} at offset {err.start})")
+            return
+        if await self._shed(scope, send):
             return
         sent = False
 

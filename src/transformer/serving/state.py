@@ -71,6 +71,14 @@ class ServerState:
             self.retiring.add(task)
             task.add_done_callback(self.retiring.discard)
 
+    def every_queue_full(self) -> float | None:
+        """Seconds to retry after when every model's queue would refuse even a one-token request
+        (so any request for a model is refused before its body is parsed), else None."""
+        waits = [batcher.full() for batcher in self.batchers.values()]
+        if not waits or any(wait is None for wait in waits):
+            return None
+        return min(waits)
+
     def queues(self) -> dict[str, tuple[int, int]]:
         """Per model: (requests, source tokens) waiting now."""
         return {name: (b.queued, b.waiting_tokens) for name, b in self.batchers.items()}
