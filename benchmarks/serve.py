@@ -13,6 +13,13 @@ non-UTF-8) over and over and checks each gets its 4xx with a one-line JSON error
 
     .venv/bin/python benchmarks/serve.py --model runs/quality/en-de   # -> results/serve.json
 
+``--overload`` runs one batching server past what it can do instead (benchmarks/serve_overload.py):
+its sustainable request rate, then that rate for ``--normal-seconds``, then ``--overload-factor``
+times it for ``--overload-seconds`` from a bounded client; answered/s, shed (503) and past the
+deadline (504), p50/p99 of answered requests, /health and the server's RSS, and the issue's checks.
+
+    .venv/bin/python benchmarks/serve.py --model runs/quality/en-de --overload  # -> results/serve-overload.json
+
 Only 127.0.0.1 is used. The machine may be shared: quote the on/off ratios, not raw figures.
 """
 
@@ -33,8 +40,10 @@ from pathlib import Path
 import httpx
 
 from machine import describe, require_model  # benchmarks/machine.py
+from serve_overload import run_overload  # benchmarks/serve_overload.py
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serve.json"
+OVERLOAD_RESULTS = RESULTS.with_name("serve-overload.json")
 DATA = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
 
 
@@ -144,7 +153,16 @@ def main() -> None:
     parser.add_argument("--bad-at", type=int, default=32, help="client count that gets the bad-input client")
     parser.add_argument("--server-core", default="1", help="CPU core of the servers ('' for none)")
     parser.add_argument("--batch-wait-ms", type=float, help="the batching server's --batch-wait-ms")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, help=f"default {RESULTS} ({OVERLOAD_RESULTS} with --overload)")
+    over = parser.add_argument_group("--overload")
+    over.add_argument("--overload", action="store_true", help="push one batching server past its sustainable rate")
+    over.add_argument("--sustain-clients", type=int, default=16, help="closed-loop clients that measure the rate")
+    over.add_argument("--normal-seconds", type=float, default=20.0, help="time at the sustainable rate")
+    over.add_argument("--overload-factor", type=float, default=4.0, help="times the sustainable rate")
+    over.add_argument("--overload-seconds", type=float, default=60.0)
+    over.add_argument("--overload-clients", type=int, default=256, help="requests in flight at most")
+    over.add_argument("--serve-flag", action="append", default=[], metavar="FLAG",
+                      help="one more flag for the server (repeat; e.g. --serve-flag=--max-queue-wait-s=0.5)")
     args = parser.parse_args()
     require_model(args.model, script="benchmarks/serve.py")
 
@@ -152,6 +170,10 @@ def main() -> None:
         sentences = [line.strip() for line in f if line.strip()]
     core = args.server_core or None
     extra = [] if args.batch_wait_ms is None else ["--batch-wait-ms", str(args.batch_wait_ms)]
+    extra += args.serve_flag
+    if args.overload:
+        overload(args, sentences, core, extra)
+        return
     servers = {mode: start_server(args.model, batching=mode == "on", core=core, extra=extra) for mode in ("on", "off")}
     rows = []
     try:
@@ -192,11 +214,31 @@ def main() -> None:
         print(f"| {clients} | {line['on']['sentences_per_s']:.1f} | {line['on']['p50_ms']:.0f} | {line['on']['p99_ms']:.0f} | "
               f"{line['off']['sentences_per_s']:.1f} | {line['off']['p50_ms']:.0f} | {line['off']['p99_ms']:.0f} | "
               f"{', '.join(f'{x:.2f}' for x in ratios)} | {line['errors']} | {bad_text} |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(), "hardware": describe(),
-                                    "cpus": os.cpu_count(), "seconds": args.seconds, "model": args.model,
-                                    "rows": rows, "summary": summary}, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write(args.out or RESULTS, {"seconds": args.seconds, "model": args.model, "rows": rows, "summary": summary})
+
+
+def write(out: Path, found: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
+                               "hardware": describe(), "cpus": os.cpu_count(), **found}, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+def overload(args: argparse.Namespace, sentences: list[str], core: str | None, extra: list[str]) -> None:
+    proc, url = start_server(args.model, batching=True, core=core, extra=extra)
+    try:
+        found = run_overload(url, proc.pid, sentences, args)
+        metrics = httpx.get(url + "/metrics").text
+        found["server_metrics"] = [line for line in metrics.splitlines()
+                                   if line.startswith(("transformer_shed", "transformer_batch_requests_count",
+                                                       "transformer_requests_unanswered"))]
+    finally:
+        proc.terminate()
+        found_status = proc.wait(timeout=120)
+    print("\n".join(found["server_metrics"]))
+    print(f"server exit status after SIGTERM: {found_status}")
+    write(args.out or OVERLOAD_RESULTS, {"model": args.model, "server_flags": extra, "server_core": core,
+                                         "exit_status": found_status, **found})
 
 
 if __name__ == "__main__":

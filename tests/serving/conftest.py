@@ -80,3 +80,37 @@ def make_client(served):
 @pytest.fixture
 def client(make_client):
     return make_client()
+
+
+@pytest.fixture
+def write_translator(tokenizer):
+    """``write_translator(path, seed)`` -> path: a tiny random translator of ``seed`` written into
+    ``path`` over what is there (as a retrained model would be)."""
+    from transformer.model_dir import save_model_dir
+
+    def write(path, seed):
+        torch.manual_seed(seed)
+        config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, num_heads=4,
+                                  num_encoder_layers=1, num_decoder_layers=1, max_len=48, dropout=0.0)
+        save_model_dir(path, Transformer(config), config={"task": "translation", "training": {
+            "decode_max_len_a": 0.5, "decode_max_len_b": 3}}, src_tokenizer=tokenizer,
+            tgt_tokenizer=tokenizer)
+        return path
+
+    return write
+
+
+def greedy_alone(path, texts):
+    """What the model in ``path`` translates ``texts`` to, greedily, by the library alone (the
+    reference the server's answers are compared with)."""
+    from transformer.config.decoding import DecodeOptions
+    from transformer.inference.translator import Translator
+    from transformer.model_dir import load_model_dir
+
+    options = DecodeOptions(beam_size=1, max_len_a=0.5, max_len_b=3)
+    return [t.text for t in Translator.from_loaded(load_model_dir(path), options=options).translate(texts)]
+
+
+@pytest.fixture
+def translate_alone():
+    return greedy_alone

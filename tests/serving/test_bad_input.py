@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from transformer.serving.schemas import MAX_CHARS, MAX_TEXTS
+from transformer.serving.settings import ApiKey, Limits
+
+MAX_TEXTS, MAX_CHARS, MAX_BEAM = Limits().max_texts, Limits().max_chars, Limits().max_beam
 
 GOOD = {"model": "numbers", "texts": ["forty two"], "beam": 1}
 
@@ -22,7 +24,7 @@ BAD = [  # (path, body or raw bytes, status, words the error line must hold)
     ("/v1/translate", b'\xff\xfe{"model": 1}', 400, ["body", "not UTF-8", "0xff"]),
     ("/v1/translate", {**GOOD, "beam": "4"}, 422, ["beam", "integer"]),
     ("/v1/translate", {**GOOD, "beam": 0}, 422, ["beam", "1"]),
-    ("/v1/translate", {**GOOD, "beam": 99}, 422, ["beam", "16"]),
+    ("/v1/translate", {**GOOD, "beam": 99}, 422, ["beam", f"at most {MAX_BEAM}"]),
     ("/v1/translate", {**GOOD, "texts": "forty two"}, 422, ["texts", "list"]),
     ("/v1/translate", {**GOOD, "texts": [42]}, 422, ["texts[0]", "string"]),
     ("/v1/translate", {**GOOD, "model": "nope"}, 404, ["model", "'nope'", "numbers"]),
@@ -81,7 +83,7 @@ def test_unknown_path_and_method_are_json(client):
 
 
 def test_api_key(make_client):
-    client = make_client(api_key="s3cret")
+    client = make_client(api_keys=(ApiKey("s3cret"),))
     assert "API key" in error_of(client.post("/v1/translate", json=GOOD), 401)
     assert error_of(client.post("/v1/translate", json=GOOD, headers={"Authorization": "Bearer nope"}), 401)
     assert client.post("/v1/translate", json=GOOD, headers={"Authorization": "Bearer s3cret"}).status_code == 200
@@ -98,7 +100,7 @@ def test_api_key(make_client):
 def test_api_key_guards_every_api_route(make_client, method, path, body):
     """--api-key protects the whole API, not only translation: each route refuses a request
     without the key and answers it with the key."""
-    client = make_client(api_key="s3cret")
+    client = make_client(api_keys=(ApiKey("s3cret"),))
     send = getattr(client, method)
     kwargs = {"json": body} if body is not None else {}
     assert "API key" in error_of(send(path, **kwargs), 401)

@@ -91,7 +91,7 @@ def test_waits_for_as_many_as_the_last_batch(window):
             for i in range(3):
                 later.append(asyncio.ensure_future(batcher.submit(10 + i, tokens=1)))
                 await asyncio.sleep(0)  # the request is queued
-                await until(lambda: batcher._queue.qsize() == 0)  # and taken by the worker
+                await until(lambda: batcher.queued == 0)  # and taken by the worker
             await asyncio.wait_for(asyncio.gather(*later), timeout=10.0)
             await batcher.stop()
 
@@ -127,7 +127,7 @@ def test_a_request_whose_client_left_is_dropped():
             await until(lambda: seen == ["busy"])
             gone = asyncio.ensure_future(batcher.submit("gone", tokens=1))
             kept = asyncio.ensure_future(batcher.submit("kept", tokens=1))
-            await until(lambda: batcher._queue.qsize() == 2)
+            await until(lambda: batcher.queued == 2)
             gone.cancel()  # the client disconnected while its request waited
             release.set()
             result = await kept
@@ -178,11 +178,11 @@ def test_concurrent_requests_equal_alone(make_client, served, monkeypatch):
 
     monkeypatch.setattr(one, "translate_batch", held)
     batched = make_client(max_wait_ms=200)
-    queue = batched.app.fastapi.state.batchers["numbers"]._queue
+    batcher = batched.app.fastapi.state.batchers["numbers"]
     with ThreadPoolExecutor(8) as pool:
         futures = [pool.submit(batched.post, "/v1/translate", json=body) for body in requests]
         deadline = time.monotonic() + 60
-        while not (sizes and sizes[0] + queue.qsize() == len(requests)):
+        while not (sizes and sizes[0] + batcher.queued == len(requests)):
             assert time.monotonic() < deadline, "the requests never queued"
             time.sleep(0.005)
         release.set()
@@ -204,8 +204,8 @@ def test_concurrent_requests_equal_alone(make_client, served, monkeypatch):
 
 
 def test_a_disconnected_client_leaves_the_queue():
-    """The route gives up a request whose client disconnected while the model was busy: the
-    request is never decoded."""
+    """The route gives up a request whose client disconnected while it waited behind a busy
+    model: it leaves the queue at the disconnect (not at a poll) and is never decoded."""
     from transformer.serving.app import ApiError, submit_unless_gone
 
     seen = []
@@ -217,9 +217,15 @@ def test_a_disconnected_client_leaves_the_queue():
             release.wait(30)  # busy until the request below has been given up
         return list(payloads)
 
-    class Gone:
-        async def is_disconnected(self):
-            return True
+    class Client:
+        """An ASGI request whose next message, after its body, is the disconnect once ``left``."""
+
+        def __init__(self):
+            self.left = asyncio.Event()
+
+        async def receive(self):
+            await self.left.wait()
+            return {"type": "http.disconnect"}
 
     async def main():
         with ThreadPoolExecutor(1) as pool:
@@ -227,15 +233,20 @@ def test_a_disconnected_client_leaves_the_queue():
             batcher.start()
             busy = asyncio.ensure_future(batcher.submit("busy", tokens=1))
             await until(lambda: seen == ["busy"])
-            try:
-                await submit_unless_gone(Gone(), batcher, "gone", tokens=1, poll_s=0.01)
-            except ApiError as err:
-                status = err.status
+            client = Client()
+            gone = asyncio.ensure_future(submit_unless_gone(client, batcher, "gone", tokens=1))
+            await until(lambda: batcher.queued == 1)
+            await asyncio.sleep(0.05)
+            assert not gone.done() and batcher.queued == 1  # waiting, not given up
+            client.left.set()
+            with pytest.raises(ApiError) as err:
+                await gone
+            await until(lambda: batcher.queued == 0 and batcher.waiting_tokens == 0)
             release.set()
             await busy
-            after = await batcher.submit("after", tokens=1)  # queued behind "gone"
+            after = await batcher.submit("after", tokens=1)
             await batcher.stop()
-            return status, after
+            return err.value.status, after
 
     assert asyncio.run(main()) == (499, "after") and seen == ["busy", "after"]
 
@@ -360,7 +371,7 @@ def test_only_the_last_8_batches_set_the_wait():
                 await batcher.submit(10 + i, tokens=1)
             nine = asyncio.ensure_future(batcher.submit(90, tokens=1))
             await asyncio.sleep(0)
-            await until(lambda: batcher._queue.qsize() == 0)
+            await until(lambda: batcher.queued == 0)
             ten = asyncio.ensure_future(batcher.submit(91, tokens=1))
             await asyncio.gather(nine, ten)
             await batcher.stop()

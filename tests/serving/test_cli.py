@@ -8,6 +8,15 @@ from transformer.cli import main
 from transformer.serving.models import parse_model_specs
 
 
+def served_apps(monkeypatch) -> list:
+    """The apps ``serve`` would run, kept instead of served (``serve`` then returns 0)."""
+    from transformer.serving import process
+
+    apps = []
+    monkeypatch.setattr(process, "serve_until_stopped", lambda app, **kw: apps.append(app) or 0)
+    return apps
+
+
 def test_model_specs_are_named():
     assert parse_model_specs(["runs/en-de/", "fr=runs/x"]) == {"en-de": "runs/en-de/", "fr": "runs/x"}
 
@@ -37,13 +46,11 @@ def test_the_api_key_from_the_flag_or_the_environment(monkeypatch, capsys, trans
                                                       key):
     """The app ``serve`` hands to uvicorn refuses the API without the key it was given, by flag or
     by ``$TRANSFORMER_API_KEY``, and answers with it."""
-    import uvicorn
     from fastapi.testclient import TestClient
 
     from transformer.cli.serve import API_KEY_ENV
 
-    apps = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: apps.append(app))
+    apps = served_apps(monkeypatch)
     if env is None:
         monkeypatch.delenv(API_KEY_ENV, raising=False)
     else:
@@ -58,13 +65,11 @@ def test_the_api_key_from_the_flag_or_the_environment(monkeypatch, capsys, trans
 
 
 def test_no_key_anywhere_serves_openly(monkeypatch, capsys, translation_dir):
-    import uvicorn
     from fastapi.testclient import TestClient
 
     from transformer.cli.serve import API_KEY_ENV
 
-    apps = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: apps.append(app))
+    apps = served_apps(monkeypatch)
     monkeypatch.delenv(API_KEY_ENV, raising=False)
     assert main(["serve", "--model", str(translation_dir), "--precision", "fp32"]) == 0
     with TestClient(apps[0]) as client:

@@ -11,6 +11,7 @@ import pytest
 
 from transformer.serving.guard import Guard
 from transformer.serving.metrics import Metrics
+from transformer.serving.settings import ApiKey
 
 
 def call(guard: Guard, chunks: list, *, headers=(), method="POST", path="/v1/translate", app=None,
@@ -50,7 +51,8 @@ def call(guard: Guard, chunks: list, *, headers=(), method="POST", path="/v1/tra
 
 
 def make_guard(max_body=100, api_key=None) -> Guard:
-    return Guard(None, metrics=Metrics(), max_body=max_body, api_key=api_key)
+    keys = (ApiKey(api_key),) if api_key is not None else ()
+    return Guard(None, metrics=Metrics(), max_body=max_body, keys=keys)
 
 
 def test_a_chunked_body_is_counted_as_it_arrives():

@@ -1,4 +1,5 @@
-"""Dynamic batching: concurrent requests for one model are gathered into one model call.
+"""Dynamic batching: concurrent requests for one model are gathered into one model call, through
+a queue that is bounded and that nobody waits in for ever.
 
 Each model has one queue and one worker task. The worker takes the oldest waiting request, then
 keeps taking requests until ``max_wait_s`` has passed since the first one or the next request would
@@ -11,8 +12,18 @@ The batch runs in the model's own worker thread, so the event loop keeps accepti
 answering requests meanwhile, and requests that arrive while the model runs form the next batch.
 ``max_requests=1`` turns batching off: every request runs alone, in arrival order.
 
+The bound (``max_queue_s``) is the wait the queue implies, not a count: the source tokens waiting
+and running, over the tokens per second the model's recent batches ran at (or the running batch
+runs at, when it is already slower: the machine got busier). A request that would take it past
+the bound is refused at once (:class:`Overloaded`, with a time to retry after), as is any request
+while the oldest one waiting has waited longer than the bound (what the estimate missed), so
+the requests let in keep their latency and the memory stays flat however many clients come; an
+empty queue always takes one. Until a first batch has been timed, the queue holds one batch's
+budget. A request still queued when its ``timeout_s`` runs out leaves the queue
+(:class:`DeadlineExpired`); one whose batch has started runs to its answer.
+
 A request whose client went away before its batch started is dropped; one that goes away later
-simply has its result thrown away.
+simply has its result thrown away. ``stop(drain=True)`` answers every request let in first.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -28,83 +40,202 @@ from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger(__name__)
+RATE_WEIGHT = 0.3  # weight of the newest batch in the tokens-per-second estimate
+
+
+class Overloaded(Exception):
+    """The queue is full: retry after ``retry_after_s`` seconds (what the queue holds now)."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"the queue is full; retry after {retry_after_s:.0f} s")
+        self.retry_after_s = retry_after_s
+
+
+class DeadlineExpired(Exception):
+    """The request waited its whole timeout in the queue and left it unrun."""
 
 
 @dataclass
 class Job:
-    """One request: its payload for the run function, its source tokens, and its result."""
+    """One request: its payload for the run function (or a ``call`` of its own, run alone), its
+    source tokens, and its result."""
 
     payload: Any
     tokens: int
     future: asyncio.Future = field(repr=False)
     queued_at: float = 0.0
+    call: Callable[[], Any] | None = field(default=None, repr=False)
+    started: bool = False  # handed to the model: it runs to its answer
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
 class Batcher:
     """Gathers :class:`Job` s for ``run`` (a function of a list of payloads returning one result
     per payload, in order), called in ``executor`` (one thread: the model is used by one batch at a
-    time). ``on_batch(size, tokens)`` is told about every batch run (for the metrics)."""
+    time). ``on_batch(size, tokens)`` is told about every batch run (for the metrics);
+    ``max_queue_s`` bounds the queue by the wait it implies (None: unbounded)."""
 
     def __init__(self, run: Callable[[Sequence[Any]], list[Any]], *, executor: ThreadPoolExecutor,
                  max_wait_s: float = 0.01, max_tokens: int = 4096, max_requests: int = 256,
-                 on_batch: Callable[[int, int], None] | None = None) -> None:
+                 on_batch: Callable[[int, int], None] | None = None,
+                 max_queue_s: float | None = None) -> None:
         if max_wait_s < 0:
             raise ValueError(f"max_wait_s must be non-negative, got {max_wait_s}")
         if max_tokens < 1 or max_requests < 1:
             raise ValueError(f"max_tokens and max_requests must be positive, got {max_tokens}, {max_requests}")
+        if max_queue_s is not None and not max_queue_s > 0:
+            raise ValueError(f"max_queue_s must be positive, got {max_queue_s}")
         self.run = run
         self.executor = executor
         self.max_wait_s = max_wait_s
         self.max_tokens = max_tokens
         self.max_requests = max_requests
         self.on_batch = on_batch
-        self._queue: asyncio.Queue[Job] | None = None
+        self.max_queue_s = max_queue_s
+        self.rate: float | None = None  # source tokens per second of the recent batches
+        self.waiting_tokens = 0  # of the requests let in and not yet started
+        self.running_tokens = 0
+        self.clock = time.perf_counter  # what queue ages and batch times are read on
+        self._began = 0.0  # when the running batch started, on the clock
+        self._queue: deque[Job] = deque()
+        self._arrived: asyncio.Event | None = None
+        self._pending: set[asyncio.Future] = set()  # every request let in and not answered
         self._worker: asyncio.Task | None = None
         self._held: Job | None = None  # taken from the queue but over the last batch's budget
         self._recent: deque[int] = deque([1], maxlen=8)  # sizes of the last batches
 
+    @property
+    def queued(self) -> int:
+        """Requests in the queue, not yet taken by the worker."""
+        return len(self._queue)
+
     def start(self) -> None:
         """Start the worker on the running event loop (call from the app's startup)."""
-        self._queue = asyncio.Queue()
+        self._arrived = asyncio.Event()
         self._worker = asyncio.get_running_loop().create_task(self._loop())
 
-    async def stop(self) -> None:
+    async def stop(self, *, drain: bool = False) -> None:
+        """Stop the worker; with ``drain``, once every request let in has its answer. A request
+        still waiting then (without ``drain``) fails with RuntimeError rather than wait for ever."""
+        while drain and self._pending and self._worker is not None:
+            await asyncio.wait(set(self._pending))
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
             self._worker = None
+        for future in list(self._pending):
+            if not future.done():
+                future.set_exception(RuntimeError("the server is stopping"))
 
-    async def submit(self, payload: Any, *, tokens: int) -> Any:
+    def implied_wait(self, tokens: int = 0) -> float | None:
+        """Seconds the work queued and running (and ``tokens`` more) would take at the recent
+        rate, or at the running batch's own when it has already run longer than that rate
+        allows; None before a first batch has been timed."""
+        if self.rate is None:
+            return None
+        rate = self.rate
+        running_s = self.clock() - self._began
+        if self.running_tokens and running_s * rate > self.running_tokens:
+            rate = self.running_tokens / running_s
+        return (self.waiting_tokens + self.running_tokens + tokens) / rate
+
+    def oldest_wait(self) -> float:
+        """Seconds the oldest request not yet started has waited (0 with none)."""
+        oldest = self._held or (self._queue[0] if self._queue else None)
+        return self.clock() - oldest.queued_at if oldest is not None else 0.0
+
+    def full(self) -> float | None:
+        """Seconds to retry after when even a one-token request would be refused now, else None."""
+        try:
+            self._admit(1)
+        except Overloaded as err:
+            return err.retry_after_s
+        return None
+
+    def _admit(self, tokens: int) -> None:
+        if self.max_queue_s is None or self.waiting_tokens == 0:
+            return
+        wait = self.implied_wait(tokens)
+        if wait is None:
+            if self.waiting_tokens + tokens <= self.max_tokens:
+                return
+        elif wait <= self.max_queue_s and self.oldest_wait() <= self.max_queue_s:
+            return
+        raise Overloaded(max(1.0, math.ceil(self.implied_wait() or 1.0)))
+
+    async def submit(self, payload: Any, *, tokens: int, timeout_s: float | None = None,
+                     call: Callable[[], Any] | None = None) -> Any:
         """Queue ``payload`` (``tokens`` source tokens) and wait for its result; the run
-        function's exception is raised here for the requests of a failed batch."""
-        if self._queue is None:
+        function's exception is raised here for the requests of a failed batch. ``call``: run
+        this function alone instead, in the model's thread and in queue order (its result or
+        exception is the request's). Raises :class:`Overloaded` at once when the queue is full
+        and :class:`DeadlineExpired` when ``timeout_s`` passes before the request started."""
+        if self._arrived is None:
             raise RuntimeError("the batcher is not started")
+        tokens = max(1, tokens)
+        self._admit(tokens)
         loop = asyncio.get_running_loop()
-        job = Job(payload, max(1, tokens), loop.create_future(), time.perf_counter())
-        await self._queue.put(job)
+        job = Job(payload, tokens, loop.create_future(), self.clock(), call=call)
+        self.waiting_tokens += tokens
+        self._pending.add(job.future)
+        job.future.add_done_callback(lambda _: self._finished(job))
+        if timeout_s is not None:
+            job.timer = loop.call_later(timeout_s, self._expire, job)
+        self._queue.append(job)
+        self._arrived.set()
         return await job.future
 
+    def _expire(self, job: Job) -> None:
+        if not job.started and not job.future.done():
+            job.future.set_exception(DeadlineExpired(f"waited {self.clock() - job.queued_at:.1f} s"))
+
+    def _finished(self, job: Job) -> None:
+        """A request is answered, expired or given up: it leaves the queue and the count."""
+        self._pending.discard(job.future)
+        if job.timer is not None:
+            job.timer.cancel()
+        if job.started:
+            return
+        self.waiting_tokens -= job.tokens
+        job.started = True  # never counted again
+        if self._held is job:
+            self._held = None
+        with contextlib.suppress(ValueError):
+            self._queue.remove(job)
+
+    async def _get(self, timeout: float | None = None) -> Job | None:
+        """The oldest queued request, waiting for one (at most ``timeout`` seconds: None then)."""
+        assert self._arrived is not None
+        while not self._queue:
+            self._arrived.clear()
+            if timeout is None:
+                await self._arrived.wait()
+                continue
+            try:
+                await asyncio.wait_for(self._arrived.wait(), timeout=timeout)
+            except asyncio.TimeoutError:
+                return None
+        return self._queue.popleft()
+
     async def _next_batch(self) -> list[Job]:
-        assert self._queue is not None
-        first = self._held or await self._queue.get()
+        first = self._held or await self._get()
+        assert first is not None
         self._held = None
         batch, tokens = [first], first.tokens
+        if first.call is not None:
+            return batch
         deadline = time.perf_counter() + self.max_wait_s
         while len(batch) < self.max_requests and tokens < self.max_tokens:
-            try:
-                job = self._queue.get_nowait()
-            except asyncio.QueueEmpty:
+            if self._queue:
+                job = self._queue.popleft()
+            else:
                 if len(batch) >= max(self._recent):  # as many as are likely to come
                     break
                 left = deadline - time.perf_counter()
-                if left <= 0:
+                if left <= 0 or (job := await self._get(left)) is None:
                     break
-                try:
-                    job = await asyncio.wait_for(self._queue.get(), timeout=left)
-                except asyncio.TimeoutError:
-                    break
-            if tokens + job.tokens > self.max_tokens:
+            if job.call is not None or tokens + job.tokens > self.max_tokens:
                 self._held = job
                 break
             batch.append(job)
@@ -112,23 +243,49 @@ class Batcher:
         self._recent.append(len(batch))
         return batch
 
+    def _start(self, batch: list[Job]) -> int:
+        """Mark ``batch`` started (it leaves the waiting count); its tokens."""
+        tokens = 0
+        for job in batch:
+            job.started = True
+            self.waiting_tokens -= job.tokens
+            tokens += job.tokens
+            if job.timer is not None:
+                job.timer.cancel()
+        self.running_tokens += tokens
+        return tokens
+
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             batch = [job for job in await self._next_batch() if not job.future.done()]
             if not batch:
                 continue
+            tokens = self._start(batch)
+            self._began = begun = self.clock()
             try:
-                results = await loop.run_in_executor(self.executor, self.run,
-                                                     [job.payload for job in batch])
+                if batch[0].call is not None:
+                    results = [await loop.run_in_executor(self.executor, batch[0].call)]
+                else:
+                    results = await loop.run_in_executor(self.executor, self.run,
+                                                         [job.payload for job in batch])
             except Exception as err:  # a failed batch fails its requests, never the worker
-                log.exception("batch of %d failed", len(batch))
+                if batch[0].call is None:
+                    log.exception("batch of %d failed", len(batch))
                 for job in batch:
                     if not job.future.done():
                         job.future.set_exception(err)
                 continue
-            if self.on_batch is not None:
-                self.on_batch(len(batch), sum(job.tokens for job in batch))
+            finally:
+                self.running_tokens -= tokens
+            if batch[0].call is None:
+                self._timed(tokens, self.clock() - begun)
+                if self.on_batch is not None:
+                    self.on_batch(len(batch), tokens)
             for job, result in zip(batch, results, strict=True):
                 if not job.future.done():
                     job.future.set_result(result)
+
+    def _timed(self, tokens: int, seconds: float) -> None:
+        now = tokens / max(seconds, 1e-6)
+        self.rate = now if self.rate is None else (1 - RATE_WEIGHT) * self.rate + RATE_WEIGHT * now

@@ -20,16 +20,18 @@ log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    """A request the server refuses: HTTP ``status`` and one line naming the field."""
+    """A request the server refuses: HTTP ``status``, one line naming the field, and any headers
+    of the answer (``Retry-After`` for a 503)."""
 
-    def __init__(self, status: int, line: str) -> None:
+    def __init__(self, status: int, line: str, *, headers: dict[str, str] | None = None) -> None:
         super().__init__(line)
         self.status = status
         self.line = line
+        self.headers = headers
 
 
 async def _api_error(_: Request, err: ApiError) -> JSONResponse:
-    return JSONResponse({"error": err.line}, status_code=err.status)
+    return JSONResponse({"error": err.line}, status_code=err.status, headers=err.headers)
 
 
 async def _invalid(_: Request, err: RequestValidationError) -> JSONResponse:

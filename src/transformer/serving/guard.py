@@ -1,51 +1,108 @@
 """The server's outer layer, a plain ASGI middleware in front of every route: it counts and times
 each request for the metrics, refuses an oversized or non-UTF-8 body and a missing or wrong API key
-with a one-line JSON error, and hands the routes a body it has already read in full (so a client
-that sends slowly holds only its own request, never the model).
+with a one-line JSON error, holds each key to its requests per minute (429 with ``Retry-After``),
+and hands the routes a body it has already read in full (so a client that sends slowly holds only
+its own request, never the model). It also counts the requests it let in and has not answered yet,
+so a draining server knows when every one has its answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import math
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from transformer.serving.metrics import Metrics
+from transformer.serving.ratelimit import RateWindow
+from transformer.serving.settings import ApiKey
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
                    Awaitable[None]]
 PROTECTED_PREFIX = "/v1/"  # the API; the page, /health and /metrics stay open
+QUEUED_PATHS = frozenset({"/v1/translate", "/v1/classify", "/v1/attention"})  # through a model's queue
 
 
-async def send_error(send: Callable[[Message], Awaitable[None]], status: int, line: str) -> None:
+async def send_error(send: Callable[[Message], Awaitable[None]], status: int, line: str,
+                     *, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"error": line}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+                            (b"content-length", str(len(body)).encode()), *headers]})
     await send({"type": "http.response.body", "body": body})
 
 
 class Guard:
-    """Wraps ``app``: metrics, body limit (``max_body`` bytes), UTF-8 and the optional API key
-    (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, compared in constant time)."""
+    """Wraps ``app``: metrics, body limit (``max_body`` bytes), UTF-8, the API ``keys`` when any
+    (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, compared in constant time) and their
+    requests per minute, read on ``clock`` (seconds). It keeps the metrics' ``in_flight`` (requests
+    let in and not answered yet) and ``unanswered`` (cancelled before their answer was sent: a
+    drain that ran out of time). ``every_queue_full()``, when given, returns the seconds to retry
+    after when no model could take a request: one for a queued route then gets 503 without its
+    body parsed, which keeps a shed request cheap while the model needs the CPU."""
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body: int, api_key: str | None) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body: int, keys: Sequence[ApiKey] = (),
+                 clock: Callable[[], float] = time.monotonic,
+                 every_queue_full: Callable[[], float | None] | None = None) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body = max_body
-        self.api_key = api_key.encode() if api_key else None
+        self.every_queue_full = every_queue_full
+        self.keys = [(k.key.encode(), k) for k in keys]
+        self.windows = {k.key: RateWindow(k.per_minute) for k in keys if k.per_minute is not None}
+        self.clock = clock
 
-    def _key_ok(self, headers: dict[bytes, bytes]) -> bool:
-        assert self.api_key is not None
+    def _key_of(self, headers: dict[bytes, bytes]) -> ApiKey | None:
+        """The key the request carries, or None; every key is compared, so the time taken tells
+        nothing about which one nearly matched."""
         given = headers.get(b"x-api-key", b"")
         auth = headers.get(b"authorization", b"")
         if auth[:7].lower() == b"bearer ":
             given = auth[7:].strip()
-        return hmac.compare_digest(given, self.api_key)
+        found = None
+        for raw, key in self.keys:
+            if hmac.compare_digest(given, raw):
+                found = key
+        return found
+
+    async def _refused(self, scope: Scope, headers: dict[bytes, bytes],
+                       send: Callable[[Message], Awaitable[None]]) -> bool:
+        """Answer a request without a valid key, or over its key's rate: True when answered."""
+        if not self.keys or not scope["path"].startswith(PROTECTED_PREFIX):
+            return False
+        key = self._key_of(headers)
+        if key is None:
+            await send_error(send, 401, "authorization: missing or wrong API key "
+                             "(send 'Authorization: Bearer KEY' or 'X-API-Key: KEY')")
+            return True
+        window = self.windows.get(key.key)
+        wait = window.take(now=self.clock()) if window is not None else 0.0
+        if wait > 0:
+            self.metrics.rate_limited[key.name] += 1
+            retry = max(1, math.ceil(wait))
+            await send_error(send, 429, f"rate limit: at most {key.per_minute} requests a minute "
+                             f"for this key; retry after {retry} s",
+                             headers=[(b"retry-after", str(retry).encode())])
+            return True
+        return False
+
+    async def _shed(self, scope: Scope, send: Callable[[Message], Awaitable[None]]) -> bool:
+        """Answer 503 to a request for a queued route when every model's queue is full."""
+        if self.every_queue_full is None or scope["path"] not in QUEUED_PATHS:
+            return False
+        wait = self.every_queue_full()
+        if wait is None:
+            return False
+        self.metrics.shed[("*", "queue_full")] += 1
+        retry = max(1, math.ceil(wait))
+        await send_error(send, 503, f"every model has more work queued than it can start soon; "
+                         f"retry after {retry} s", headers=[(b"retry-after", str(retry).encode())])
+        return True
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                        send: Callable[[Message], Awaitable[None]]) -> None:
@@ -55,24 +112,30 @@ class Guard:
         start = time.perf_counter()
         status = 500
 
+        answered = False
+
         async def send_counted(message: Message) -> None:
-            nonlocal status
+            nonlocal status, answered
             if message["type"] == "http.response.start":
                 status = int(message["status"])
             await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
 
+        self.metrics.in_flight += 1
         try:
             await self._handle(scope, receive, send_counted)
+        except asyncio.CancelledError:  # the server gave up on it (a drain that ran out)
+            self.metrics.unanswered += not answered
+            raise
         finally:
+            self.metrics.in_flight -= 1
             self.metrics.request(scope["method"], scope["path"], status, time.perf_counter() - start)
 
     async def _handle(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                       send: Callable[[Message], Awaitable[None]]) -> None:
         headers = dict(scope.get("headers", []))
-        if self.api_key is not None and scope["path"].startswith(PROTECTED_PREFIX) \
-                and not self._key_ok(headers):
-            await send_error(send, 401, "authorization: missing or wrong API key "
-                             "(send 'Authorization: Bearer KEY' or 'X-API-Key: KEY')")
+        if await self._refused(scope, headers, send):
             return
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
@@ -99,6 +162,8 @@ class Guard:
             body.decode("utf-8")
         except UnicodeDecodeError as err:
             await send_error(send, 400, f"body: not UTF-8 (byte 0x{body[err.start]:02x} at offset {err.start})")
+            return
+        if await self._shed(scope, send):
             return
         sent = False
 

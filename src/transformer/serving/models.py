@@ -1,5 +1,6 @@
-"""The models a server holds: loaded once at start, each with its packed decoder and its own
-worker thread. Requests name a model; they never name a path.
+"""The models a server holds: loaded at start (and again when their directory changes, see
+:mod:`transformer.serving.reload`), each with its packed decoder and its own worker thread.
+Requests name a model; they never name a path.
 
     served = load_served({"en-de": "runs/m30k"}, precision="fp32")
     served["en-de"].translate_batch([(["A dog."], options)])
@@ -23,9 +24,17 @@ from transformer.inference.classifier import Classifier
 from transformer.inference.lines import LineTranslation, translate_lines
 from transformer.inference.loader import classifier_for, translator_for
 from transformer.inference.translator import Translator
-from transformer.model_dir import LoadedModel, load_model_dir
+from transformer.model_dir import (
+    CONFIG_FILE,
+    TOKENIZER_DIR,
+    WEIGHTS_FILE,
+    LoadedModel,
+    load_model_dir,
+)
 
 log = logging.getLogger(__name__)
+Fingerprint = tuple[tuple[str, int, int, int] | tuple[str], ...]
+
 
 @dataclass
 class ServedModel:
@@ -35,8 +44,12 @@ class ServedModel:
     loaded: LoadedModel
     task: str
     precision: str = "fp32"
+    engine: str = "torch"  # a translator's (a reload keeps it)
     translator: Translator | None = None
     classifier: Classifier | None = None
+    path: str = ""  # the directory it was loaded from (never shown to clients)
+    device: str = "cpu"
+    fingerprint: Fingerprint = ()  # of the directory's files when loading began
     # one thread per model: a model is never used by two calls at once
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=1))
 
@@ -133,25 +146,52 @@ def parse_model_specs(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def fingerprint(run_dir: str | Path) -> Fingerprint:
+    """What the loader reads in ``run_dir`` (config.json, model.safetensors, tokenizer/), as each
+    file's (name, modification time in ns, size, inode): a file rewritten, replaced by a rename
+    or removed changes it, without reading the weights. A missing file counts as ``(name,)``."""
+    root = Path(run_dir)
+    names = [CONFIG_FILE, WEIGHTS_FILE]
+    tokenizers = root / TOKENIZER_DIR
+    if tokenizers.is_dir():
+        names += sorted(str(p.relative_to(root)) for p in tokenizers.rglob("*") if p.is_file())
+    out: list[tuple[str, int, int, int] | tuple[str]] = []
+    for name in names:
+        try:
+            stat = (root / name).stat()
+        except OSError:
+            out.append((name,))
+            continue
+        out.append((name, stat.st_mtime_ns, stat.st_size, stat.st_ino))
+    return tuple(out)
+
+
+def load_one(name: str, path: str, *, precision: str = "auto", engine: str = "auto",
+             device: str | torch.device = "cpu") -> ServedModel:
+    """Load the model directory ``path`` as the model ``name``, through the loader the verbs use
+    (:mod:`transformer.inference.loader`; ``engine`` for a translator); InputError (naming the
+    directory) for a bad one."""
+    before = fingerprint(path)
+    loaded = load_model_dir(path, device=device)
+    one = ServedModel(name=name, loaded=loaded, task=loaded.task, path=str(path), device=str(device),
+                      fingerprint=before)
+    if loaded.record.is_translation:
+        try:
+            one.translator = translator_for(loaded, precision=precision, engine=engine)
+        except InputError as err:
+            raise InputError(f"{path}: {err}") from None
+        one.precision = one.translator.precision
+        one.engine = one.translator.engine
+    else:
+        one.classifier = classifier_for(loaded, precision=precision)
+        one.precision = one.classifier.precision
+    log.info("loaded %s (%s) from %s", name, loaded.task, path)
+    return one
+
+
 def load_served(models: Mapping[str, str], *, precision: str = "auto", engine: str = "auto",
                 device: str | torch.device = "cpu") -> dict[str, ServedModel]:
-    """Load every ``{name: run_dir}`` once, through the loader the verbs use
-    (:mod:`transformer.inference.loader`; ``engine`` for the translators); InputError (naming
-    the directory) for a bad one."""
-    served: dict[str, ServedModel] = {}
-    for name, path in models.items():
-        loaded = load_model_dir(path, device=device)
-        one = ServedModel(name=name, loaded=loaded, task=loaded.task)
-        if loaded.record.is_translation:
-            try:
-                one.translator = translator_for(loaded, precision=precision, engine=engine)
-            except InputError as err:
-                raise InputError(f"{path}: {err}") from None
-            one.precision = one.translator.precision
-        else:
-            one.classifier = classifier_for(loaded, precision=precision)
-            one.precision = one.classifier.precision
-        served[name] = one
-        log.info("loaded %s (%s) from %s", name, loaded.task, path)
-    return served
-
+    """Load every ``{name: run_dir}`` once (:func:`load_one`); InputError (naming the directory)
+    for a bad one."""
+    return {name: load_one(name, path, precision=precision, engine=engine, device=device)
+            for name, path in models.items()}

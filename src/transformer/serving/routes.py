@@ -1,14 +1,17 @@
-"""The server's routes, one handler per endpoint, over the :class:`ServerState` of their app.
+"""The server's routes, one handler per endpoint, over the
+:class:`~transformer.serving.state.ServerState` of their app.
 
 Handlers are plain functions that find their models, metrics and batchers on
 ``request.app.state.server`` (set by :func:`transformer.serving.app.create_app`), so several apps
 in one process (tests) each answer from their own. A refused request raises
-:class:`~transformer.serving.errors.ApiError`.
+:class:`~transformer.serving.errors.ApiError`: 422 past a limit, 503 with ``Retry-After`` when its
+model's queue is full, 504 when it waited out its deadline in the queue.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from importlib.resources import files
 from typing import Any
@@ -17,28 +20,63 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, PlainTextResponse
 
 from transformer.errors import InputError
-from transformer.serving.batcher import Batcher
+from transformer.serving.batcher import Batcher, DeadlineExpired, Overloaded
 from transformer.serving.errors import ApiError
 from transformer.serving.models import ServedModel
+from transformer.serving.reload import reload_changed
 from transformer.serving.schemas import AttentionRequest, ClassifyRequest, TranslateRequest
 from transformer.serving.score import score
-from transformer.serving.state import pick, server_state
+from transformer.serving.state import checked, pick, server_state
 
 STATIC = files("transformer.serving") / "static"
 
 
 async def submit_unless_gone(request: Any, batcher: Batcher, payload: Any, *, tokens: int,
-                             poll_s: float = 0.1) -> Any:
-    """``batcher.submit(payload)``, given up as soon as the client disconnects (checked every
-    ``poll_s``): its request then leaves the queue and costs the others nothing."""
-    task = asyncio.ensure_future(batcher.submit(payload, tokens=tokens))
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=poll_s)
-        if done:
+                             **submit: Any) -> Any:
+    """``batcher.submit(payload, **submit)``, given up as soon as the client disconnects: its
+    request then leaves the queue and costs the others nothing. The disconnect is awaited (the
+    next ASGI message after the body), never polled, so a full queue costs the event loop
+    nothing while it waits."""
+    task = asyncio.ensure_future(batcher.submit(payload, tokens=tokens, **submit))
+    gone = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
             return task.result()
-        if await request.is_disconnected():
-            task.cancel()
-            raise ApiError(499, "client disconnected")
+        raise ApiError(499, "client disconnected")
+    finally:
+        task.cancel()  # a no-op once it is done; else the request leaves the queue
+        gone.cancel()
+
+
+async def _disconnect(request: Any) -> None:
+    """Return when the client of ``request`` (whose body has been read) disconnects."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def queued(request: Request, model: ServedModel, payload: Any, *, tokens: int,
+                 timeout_ms: int | None, **submit: Any) -> Any:
+    """``payload`` through ``model``'s batcher (queued, batched, answered), waiting at most the
+    server's ``--timeout-s`` or the request's shorter ``timeout_ms`` in the queue: ApiError 503
+    (with ``Retry-After``) when the queue is full, 504 when the wait runs out; both counted."""
+    state = server_state(request)
+    timeout_s = state.settings.timeout_s
+    if timeout_ms is not None:
+        timeout_s = min(timeout_s, timeout_ms / 1000)
+    try:
+        return await submit_unless_gone(request, state.batchers[model.name], payload, tokens=tokens,
+                                        timeout_s=timeout_s, **submit)
+    except Overloaded as err:
+        state.metrics.shed[(model.name, "queue_full")] += 1
+        retry = str(max(1, math.ceil(err.retry_after_s)))
+        raise ApiError(503, f"model: {model.name!r} has more work queued than it can start within "
+                       f"{state.settings.max_queue_wait_s:g} s; retry after {retry} s",
+                       headers={"Retry-After": retry}) from None
+    except DeadlineExpired:
+        state.metrics.shed[(model.name, "deadline")] += 1
+        raise ApiError(504, f"timeout: waited {timeout_s:g} s in the queue of {model.name!r} "
+                       "without starting") from None
 
 
 def _rounded(maps: list[Any]) -> list[Any]:
@@ -55,25 +93,41 @@ async def health(request: Request) -> dict[str, Any]:
 
 
 async def prometheus(request: Request) -> PlainTextResponse:
-    return PlainTextResponse(server_state(request).metrics.render(), media_type="text/plain; version=0.0.4")
+    state = server_state(request)
+    return PlainTextResponse(state.metrics.render(state.queues()), media_type="text/plain; version=0.0.4")
 
 
 async def models(request: Request) -> dict[str, Any]:
-    return {"models": [m.describe() for m in server_state(request).served.values()]}
+    """Each model (with ``reload_error`` when its changed directory failed to load) and the
+    server's limits."""
+    state = server_state(request)
+    described = []
+    for name, model in state.served.items():
+        info = model.describe()
+        if name in state.reload_errors:
+            info["reload_error"] = state.reload_errors[name]
+        described.append(info)
+    return {"models": described, "limits": state.settings.describe()}
+
+
+async def reload(request: Request) -> dict[str, Any]:
+    """``POST /v1/admin/reload``: what SIGHUP does, answered when done."""
+    return await reload_changed(server_state(request))
 
 
 async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     start = time.perf_counter()
     state = server_state(request)
     model = pick(state.served, req.model, "translation")
+    checked(req, request)
     if req.nbest is not None and req.nbest > req.beam:
         raise ApiError(422, f"nbest: at most beam ({req.beam}), got {req.nbest}")
     options = model.default_options(beam_size=req.beam, nbest=req.nbest,
                                     length_penalty=req.length_penalty, max_len=req.max_len,
                                     alignments=req.alignments)
     tokens = model.count_tokens(req.texts)
-    found = await submit_unless_gone(request, state.batchers[model.name],
-                                     (list(req.texts), options, req.split), tokens=tokens)
+    found = await queued(request, model, (list(req.texts), options, req.split), tokens=tokens,
+                         timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)
     out = []
     for t in found:
@@ -91,8 +145,9 @@ async def classify(req: ClassifyRequest, request: Request) -> dict[str, Any]:
     start = time.perf_counter()
     state = server_state(request)
     model = pick(state.served, req.model, "classification")
-    rows = await submit_unless_gone(request, state.batchers[model.name], list(req.texts),
-                                    tokens=model.count_tokens(req.texts))
+    checked(req, request)
+    rows = await queued(request, model, list(req.texts), tokens=model.count_tokens(req.texts),
+                        timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)
     return {"model": model.name, "results": [{"text": t, **r} for t, r in zip(req.texts, rows, strict=True)],
             "multi_label": bool(model.classifier.multi_label), "thresholds": model.thresholds(),
@@ -122,6 +177,7 @@ async def attention(req: AttentionRequest, request: Request) -> dict[str, Any]:
     model = served.get(req.model)
     if model is None:
         pick(served, req.model, "translation")  # raises the 404
+    checked(req, request)
     if req.target is not None and model.task != "translation":
         raise ApiError(422, "target: only a translation model has a target")
     text, sentences = _attention_text(req, model)
@@ -129,8 +185,9 @@ async def attention(req: AttentionRequest, request: Request) -> dict[str, Any]:
     def work() -> Any:
         return sentence_attention(model.loaded, text, target=req.target)
 
-    try:  # the model's own thread: never two calls on one model at once
-        att = await asyncio.get_running_loop().run_in_executor(model.executor, work)
+    try:  # in the model's queue and its own thread: never two calls on one model at once
+        att = await queued(request, model, None, tokens=model.count_tokens([text]),
+                           timeout_ms=req.timeout_ms, call=work)
     except InputError as err:
         raise ApiError(422, f"text: {err}") from None
     return {"model": model.name, "task": att.task, "output": att.output,
@@ -154,4 +211,5 @@ def add_routes(app: FastAPI) -> None:
     app.add_api_route("/v1/classify", classify, methods=["POST"])
     app.add_api_route("/v1/attention", attention, methods=["POST"])
     app.add_api_route("/v1/score", score, methods=["POST"])
+    app.add_api_route("/v1/admin/reload", reload, methods=["POST"])
     app.add_api_route("/", page, methods=["GET"], include_in_schema=False)

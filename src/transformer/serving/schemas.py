@@ -1,8 +1,10 @@
-"""Request bodies of the JSON API, with their limits, and the one-line error every bad request gets.
+"""Request bodies of the JSON API, and the one-line error every bad request gets.
 
 Validation is strict (``"4"`` is not a beam size) and unknown fields are refused, so a typo never
 passes silently. :func:`error_line` turns a validation error into ``"FIELD: what is wrong (the
-limit)"``.
+limit)"``. How many texts, how long, how big a beam and how many output tokens are the server's
+own limits (``serve --max-texts`` and so on: :class:`transformer.serving.settings.Limits`),
+checked by the routes after these types.
 """
 
 from __future__ import annotations
@@ -11,28 +13,35 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_TEXTS = 64  # texts in one request
-MAX_CHARS = 1000  # characters in one text
-MAX_BEAM = 16
-MAX_OUTPUT_TOKENS = 512
+from transformer.serving.settings import Limits
 
-Text = Annotated[str, Field(max_length=MAX_CHARS)]
+# the default limits, for a schema that states one (the server's own, set by its flags, are
+# checked by the routes: transformer.serving.settings.Limits.refusal)
+MAX_TEXTS = Limits().max_texts
+MAX_CHARS = Limits().max_chars
+MAX_BEAM = Limits().max_beam
+MAX_OUTPUT_TOKENS = Limits().max_output_tokens
+
+Text = str  # at most the server's --max-chars: checked by the routes
 ModelName = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    # the longest this request may wait in its model's queue (less than the server's --timeout-s)
+    timeout_ms: Annotated[int, Field(ge=1)] | None = None
+
 
 class TranslateRequest(Request):
     """``POST /v1/translate``: ``texts`` translated with beam search (``beam=1``: greedy)."""
 
     model: ModelName
-    texts: Annotated[list[Text], Field(min_length=1, max_length=MAX_TEXTS)]
-    beam: Annotated[int, Field(ge=1, le=MAX_BEAM)] = 4
-    nbest: Annotated[int, Field(ge=1, le=MAX_BEAM)] | None = None
+    texts: Annotated[list[Text], Field(min_length=1)]
+    beam: Annotated[int, Field(ge=1)] = 4
+    nbest: Annotated[int, Field(ge=1)] | None = None
     length_penalty: Annotated[float, Field(ge=0.0, le=10.0)] = 0.6
-    max_len: Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS)] | None = None
+    max_len: Annotated[int, Field(ge=1)] | None = None
     split: bool = True  # each text split into sentences, translated one by one (False: whole)
     alignments: bool = False  # each translation's word pairs [i, j] (transformer.inference.alignment)
 
@@ -42,17 +51,17 @@ class AttentionRequest(Request):
     ``target``), or of ``text`` classified."""
 
     model: ModelName
-    text: Annotated[str, Field(min_length=1, max_length=MAX_CHARS)]
-    target: Annotated[str, Field(min_length=1, max_length=MAX_CHARS)] | None = None
+    text: Annotated[str, Field(min_length=1)]
+    target: Annotated[str, Field(min_length=1)] | None = None
     # a translation model's text of several sentences: which one to show (from 1)
-    sentence: Annotated[int, Field(ge=1, le=MAX_CHARS)] = 1
+    sentence: Annotated[int, Field(ge=1)] = 1
 
 
 class ClassifyRequest(Request):
     """``POST /v1/classify``: labels and probabilities of each text."""
 
     model: ModelName
-    texts: Annotated[list[Text], Field(min_length=1, max_length=MAX_TEXTS)]
+    texts: Annotated[list[Text], Field(min_length=1)]
 
 
 def _field(loc: tuple[Any, ...]) -> str:

@@ -17,22 +17,26 @@ import asyncio
 import time
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.requests import Request as StarletteRequest
 
 from transformer.errors import InputError
 from transformer.serving.models import ServedModel
-from transformer.serving.schemas import MAX_TEXTS, ModelName, Request, Text
-from transformer.serving.state import pick, server_state
+from transformer.serving.schemas import ModelName, Text
+from transformer.serving.state import checked, pick, server_state
 
 
-class ScoreRequest(Request):
-    """``POST /v1/score``: ``targets[i]`` scored as the translation of ``sources[i]``."""
+class ScoreRequest(BaseModel):
+    """``POST /v1/score``: ``targets[i]`` scored as the translation of ``sources[i]`` (not queued
+    behind translations, so no ``timeout_ms``; the server's ``--max-texts`` and ``--max-chars``
+    hold for both lists)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: ModelName
-    sources: Annotated[list[Text], Field(min_length=1, max_length=MAX_TEXTS)]
-    targets: Annotated[list[Text], Field(min_length=1, max_length=MAX_TEXTS)]
+    sources: Annotated[list[Text], Field(min_length=1)]
+    targets: Annotated[list[Text], Field(min_length=1)]
 
 
 def _item(name: str, index: int) -> str:
@@ -54,6 +58,7 @@ def score_request(model: ServedModel, req: ScoreRequest) -> dict[str, Any]:
 async def score(req: ScoreRequest, request: StarletteRequest) -> dict[str, Any]:
     """``POST /v1/score`` (registered by :func:`transformer.serving.routes.add_routes`)."""
     start = time.perf_counter()
+    checked(req, request)
     model = pick(server_state(request).served, req.model, "translation")
     if len(req.targets) != len(req.sources):
         raise HTTPException(422, f"targets: {len(req.targets)} items, but sources has "

@@ -32,15 +32,29 @@ function fillSelect(select, values, labels) {
 }
 
 async function loadModels() {
+  let data;
   try {
-    state.models = (await api("/v1/models")).models;
+    data = await api("/v1/models");
   } catch (err) { setStatus("translate-status", err.message, true); return; }
+  state.models = data.models;
+  showLimits(data.limits);
   const names = (task) => state.models.filter((m) => m.task === task).map((m) => m.name);
   fillSelect($("translate-model"), names("translation"));
   fillSelect($("attention-model"), state.models.map((m) => m.name));
   fillSelect($("classify-model"), names("classification"));
   $("translate-box").hidden = !names("translation").length;
   $("classify-box").hidden = !names("classification").length;
+}
+
+// What the server lets one request ask for (serve --max-texts and so on), shown under the title
+// and applied to the beam and n-best fields.
+function showLimits(limits) {
+  if (!limits) return;
+  $("limits").textContent = `limits: ${limits.max_texts} texts a request, ` +
+    `${limits.max_chars} characters a text, beam ${limits.max_beam}, ` +
+    `${limits.max_output_tokens} output tokens a sentence, ${limits.timeout_s} s in the queue`;
+  $("beam").max = limits.max_beam;
+  $("nbest").max = limits.max_beam;
 }
 
 // --- translate ------------------------------------------------------------------------------
