@@ -1,5 +1,6 @@
-"""Pieces that greedy decoding and beam search share: argument checks, output-length limits,
-masking of tokens that may not be produced, and evaluation mode for the duration of a search.
+"""Pieces that greedy decoding, sampling and beam search share: argument checks, output-length
+limits, masking of tokens that may not be produced, evaluation mode for the duration of a search,
+and the :class:`Hypothesis` they return when asked for scores.
 
 Shapes: B batch (sentences), S source length, R rows being decoded, V target vocabulary.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -16,6 +18,27 @@ from torch import Tensor, nn
 
 from transformer.decoding import thresholds as _thresholds
 from transformer.model.kv_cache import DecoderCache
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One translation a search found. ``ids``: target ids without BOS and EOS (a target prefix
+    included). ``log_prob``: the model's log-probability of the tokens it chose after the prefix,
+    EOS included: the sum of their log-softmax under the model's own logits, before any
+    temperature, cut, repetition guard or length penalty (what forced decoding of ``ids`` gives,
+    the prefix's tokens aside); ``tokens``: how many tokens that sums over. ``score``: what the
+    search ranked by (beam search: the guarded log-probability over the GNMT length penalty;
+    greedy decoding and sampling: ``log_prob``)."""
+
+    ids: list[int]
+    score: float
+    log_prob: float
+    tokens: int
+
+    @property
+    def log_prob_per_token(self) -> float:
+        """``log_prob / tokens`` (0 when no token was chosen)."""
+        return self.log_prob / self.tokens if self.tokens else 0.0
 
 
 class Seq2SeqModel(Protocol):

@@ -1,0 +1,166 @@
+"""Sampling: each next token drawn from the model's distribution, after a temperature and the
+top-k and top-p (nucleus) cuts, as Hugging Face ``generate(do_sample=True)`` defines them.
+
+Shapes: B sentences, K samples per sentence, R rows being decoded, L the most steps, V target
+vocabulary, C candidate tokens.
+
+The definitions (transformers' ``TemperatureLogitsWarper``, ``TopKLogitsWarper``,
+``TopPLogitsWarper``, applied in that order to the logits after the repetition guards):
+
+- temperature T: the logits divided by T;
+- top-k K: every token whose logit is below the K-th largest is cut (ties with it are kept);
+- top-p P: the tokens sorted by probability (after top-k), every token is cut whose probability
+  together with those of all less probable tokens is at most 1 - P: what is kept is the fewest
+  most probable tokens whose probabilities sum to at least P (Holtzman et al., 2020);
+- the token is drawn from the softmax of what is left. PAD is never drawn (it is no word).
+
+Draws repeat exactly: every sentence has its own stream of uniform numbers, made from the seed and
+the sentence's key (its place in the input) alone, so a sentence's samples do not depend on which
+other sentences share its batch, nor on the batch size (up to the float rounding of the model's
+own logits, which may differ by a last bit between batch shapes). A token is drawn from its
+uniform number u by inverting the cumulative distribution: the first token whose cumulative
+weight exceeds u times the total. Without a cut that runs in two rounds over chunks of the
+vocabulary (:func:`~transformer.decoding.common.vocabulary_chunk`), so that a step costs about one
+pass over the logits, as greedy decoding's argmax does; with a cut, the draw is among the
+candidates the cut leaves (a top-k of them; for top-p alone the 64 most probable tokens, or all
+sorted when those do not reach P).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+# top-p alone looks for its nucleus among this many most probable tokens first (a full sort of a
+# large vocabulary costs many times one pass over it); rows whose nucleus is larger are sorted
+TOPP_CANDIDATES = 64
+
+
+def top_k_cut(scores: Tensor, k: int) -> Tensor:
+    """``scores`` (R, V) with -inf for every token below the ``k``-th largest of its row (Hugging
+    Face's ``TopKLogitsWarper``); ``k`` 0 or at least V: unchanged. The reference definition."""
+    if k <= 0 or k >= scores.size(-1):
+        return scores
+    kth = scores.topk(k, dim=-1).values[:, -1:]  # (R, 1)
+    return scores.masked_fill(scores < kth, -math.inf)
+
+
+def top_p_cut(scores: Tensor, p: float) -> Tensor:
+    """``scores`` (R, V) with -inf for every token whose probability, added to those of all less
+    probable tokens (ascending order), is at most ``1 - p`` (Hugging Face's ``TopPLogitsWarper``;
+    the most probable token is always kept); ``p`` 1: unchanged. The reference definition."""
+    if p >= 1.0:
+        return scores
+    ascending, order = scores.sort(dim=-1)
+    cut = ascending.softmax(dim=-1).cumsum(dim=-1) <= 1 - p  # (R, V)
+    cut[:, -1] = False
+    return scores.masked_fill(cut.scatter(1, order, cut), -math.inf)
+
+
+def sentence_seed(seed: int, key: object) -> int:
+    """The seed of one sentence's stream: a hash of ``seed`` and the sentence's ``key`` (its
+    place in the input), so that neighbouring sentences get unrelated streams."""
+    digest = hashlib.blake2b(f"{seed}/{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1  # torch.Generator.manual_seed takes < 2**63
+
+
+def uniform_streams(keys: Sequence[object], *, seed: int, samples: int, steps: Sequence[int],
+                    device: torch.device | str = "cpu") -> Tensor:
+    """One uniform number in [0, 1) per sample and step of each sentence: (B * K, L) float64, row
+    ``b * K + k`` for sample k of the sentence of ``keys[b]``. Sentence b's numbers come from its
+    own generator (:func:`sentence_seed`) and fill its ``steps[b]`` steps (its own length limit,
+    which does not depend on the batch); L is the largest of them."""
+    out = torch.zeros(len(keys) * samples, max(steps, default=1), dtype=torch.float64)
+    for b, (key, length) in enumerate(zip(keys, steps, strict=True)):
+        generator = torch.Generator().manual_seed(sentence_seed(seed, key))
+        out[b * samples : (b + 1) * samples, :length] = torch.rand(
+            (samples, length), generator=generator, dtype=torch.float64)
+    return out.to(device)
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """How each next token is drawn: ``temperature``, ``top_k`` (0: no cut) and ``top_p`` (1: no
+    cut), as the module says; ``chunk`` divides V (None: one round over the vocabulary)."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    chunk: int | None = None
+
+    def draw(self, scores: Tensor, uniforms: Tensor) -> Tensor:
+        """One token per row of ``scores`` (R, V) (logits after the guards; -inf: never), drawn
+        with ``uniforms`` (R,) float64 in [0, 1): (R,) long."""
+        scores = scores.float()
+        if self.temperature != 1.0:
+            scores = scores / self.temperature
+        v = scores.size(-1)
+        if 0 < self.top_k < v:
+            values, ids = scores.topk(self.top_k, dim=-1)  # (R, C) best first
+            if bool(((scores >= values[:, -1:]).sum(-1) > self.top_k).any()):
+                return self._full(top_p_cut(top_k_cut(scores, self.top_k), self.top_p), uniforms)
+            return self._among(values, ids, self._nucleus(values, values.logsumexp(-1)), uniforms)
+        if self.top_p < 1.0:
+            values, ids = scores.topk(min(TOPP_CANDIDATES, v), dim=-1)  # (R, C) best first
+            keep = self._nucleus(values, scores.logsumexp(-1))
+            if v > values.size(1) and bool(keep[:, -1].any()):  # some nucleus may reach past C
+                return self._full(top_p_cut(scores, self.top_p), uniforms)
+            return self._among(values, ids, keep, uniforms)
+        return self._full(scores, uniforms)
+
+    def _nucleus(self, values: Tensor, total: Tensor) -> Tensor:
+        """Which of the candidates ``values`` (R, C), best first, top-p keeps (R, C) bool: a
+        candidate is kept while the probability of those before it is below P, which is
+        top_p_cut's rule read from the top. ``total``: the log-sum-exp of the row (R,)."""
+        if self.top_p >= 1.0:
+            return torch.ones_like(values, dtype=torch.bool)
+        probs = (values - total[:, None]).exp()  # (R, C)
+        before = probs.cumsum(-1) - probs  # (R, C): the mass of the more probable candidates
+        keep = before < self.top_p
+        keep[:, 0] = True
+        return keep
+
+    @staticmethod
+    def _among(values: Tensor, ids: Tensor, keep: Tensor, uniforms: Tensor) -> Tensor:
+        """Draw among candidates ``values``/``ids`` (R, C), best first, those ``keep`` (R, C)
+        marks (a prefix of each row)."""
+        weights = (values - values[:, :1]).exp().masked_fill(~keep, 0.0).double()  # (R, C)
+        position = _last_positive(weights, _inverse_cdf(weights.cumsum(-1), uniforms))
+        return ids.gather(1, position[:, None]).squeeze(1)
+
+    def _full(self, scores: Tensor, uniforms: Tensor) -> Tensor:
+        """Draw from the whole vocabulary ``scores`` (R, V): the chunk by chunk sums first, then
+        the token within the chosen chunk."""
+        r, v = scores.shape
+        weights = (scores - scores.amax(-1, keepdim=True)).exp()  # (R, V), 0 where -inf
+        chunk = self.chunk if self.chunk is not None and v % self.chunk == 0 else v
+        sums = weights.view(r, v // chunk, chunk).sum(-1).double()  # (R, M)
+        cumulative = sums.cumsum(-1)  # (R, M)
+        target = uniforms * cumulative[:, -1]  # (R,)
+        which = _last_positive(sums, _inverse_cdf(cumulative, uniforms))  # (R,) chunk
+        within = weights.view(r, v // chunk, chunk).gather(
+            1, which.view(r, 1, 1).expand(r, 1, chunk)).squeeze(1).double()  # (R, chunk)
+        before = cumulative.gather(1, which[:, None]).squeeze(1) - sums.gather(1, which[:, None]).squeeze(1)
+        rest = (target - before).clamp(min=0.0)[:, None]  # (R, 1); rounding could make it < 0
+        position = torch.searchsorted(within.cumsum(-1), rest, right=True).squeeze(1)
+        return which * chunk + _last_positive(within, position)
+
+
+def _inverse_cdf(cumulative: Tensor, uniforms: Tensor) -> Tensor:
+    """The first position of each row of ``cumulative`` (R, C), non-decreasing, whose value
+    exceeds ``uniforms`` (R,) times the row's total: (R,) long, C at most."""
+    target = (uniforms * cumulative[:, -1])[:, None]  # (R, 1)
+    return torch.searchsorted(cumulative, target, right=True).squeeze(1)
+
+
+def _last_positive(weights: Tensor, position: Tensor) -> Tensor:
+    """``position`` (R,), moved back where rounding put it past the last positive weight of its
+    row of ``weights`` (R, C): a zero-weight token is never drawn."""
+    index = torch.arange(weights.size(1), device=weights.device)
+    last = torch.where(weights > 0, index, -1).amax(-1)  # (R,)
+    return torch.minimum(position, last)
