@@ -31,6 +31,7 @@ from transformer.serving.guard import Guard
 from transformer.serving.metrics import Metrics
 from transformer.serving.models import ServedModel
 from transformer.serving.schemas import (
+    REQUEST_FIELDS,
     AttentionRequest,
     ClassifyRequest,
     TranslateRequest,
@@ -79,6 +80,38 @@ async def submit_unless_gone(request: Any, batcher: Batcher, payload: Any, *, to
 def _rounded(maps: list[Any]) -> list[Any]:
     """Per-layer (H, Lq, Lk) tensors -> nested lists with 4 decimals (keeps the JSON small)."""
     return [m.float().round(decimals=4).tolist() for m in maps]
+
+
+def _decoding_of(req: TranslateRequest, model: ServedModel) -> tuple[Any, list[str]]:
+    """A translate request's decoding options (the run's limits, then the request's) and its
+    per-text target prefixes; ApiError 422 naming the request's field for a bad combination."""
+    from transformer.config.decoding import OptionError
+
+    try:
+        options, prefixes = model.default_options(**req.decode_changes()), req.prefixes()
+    except OptionError as err:
+        raise ApiError(422, err.named(REQUEST_FIELDS)) from None
+    except ValueError as err:
+        raise ApiError(422, str(err)) from None
+    field = "target_prefix" if req.target_prefixes is None else "target_prefixes"
+    try:  # here, not in the batch: a bad prefix must fail its own request only
+        for prefix in set(prefixes):
+            model.translator.prefix_ids(prefix)  # type: ignore[union-attr]
+    except InputError as err:
+        raise ApiError(422, f"{field}: {err}") from None
+    return options, prefixes
+
+
+def _translation_row(t: Any, *, nbest: bool) -> dict[str, Any]:
+    """One translation of a ``/v1/translate`` answer: text, scores, sentences (and n-best)."""
+    row: dict[str, Any] = {"text": t.text, "score": t.score, "log_prob": t.log_prob,
+                           "log_prob_per_token": t.log_prob_per_token, "sentences": t.sentences,
+                           "cut_sentences": t.cut}
+    if nbest:
+        row["nbest"] = [{"text": text, "score": score, "log_prob": lp,
+                         "log_prob_per_token": lp / n if n else None}
+                        for (text, score), (lp, n) in zip(t.nbest, t.nbest_log_probs, strict=True)]
+    return row
 
 
 def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None = None) -> Any:
@@ -153,21 +186,12 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
     async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
         start = time.perf_counter()
         model = pick(req.model, "translation")
-        if req.nbest is not None and req.nbest > req.beam:
-            raise ApiError(422, f"nbest: at most beam ({req.beam}), got {req.nbest}")
-        options = model.default_options(beam_size=req.beam, nbest=req.nbest,
-                                        length_penalty=req.length_penalty, max_len=req.max_len)
+        options, prefixes = _decoding_of(req, model)
         tokens = model.count_tokens(req.texts)
         found = await submit_unless_gone(request, batchers[model.name],
-                                         (list(req.texts), options, req.split), tokens=tokens)
+                                         (list(req.texts), options, req.split, prefixes), tokens=tokens)
         metrics.sentences[model.name] += len(req.texts)
-        out = []
-        for t in found:
-            row: dict[str, Any] = {"text": t.text, "score": t.score, "sentences": t.sentences,
-                                   "cut_sentences": t.cut}
-            if req.nbest is not None:
-                row["nbest"] = [{"text": text, "score": score} for text, score in t.nbest]
-            out.append(row)
+        out = [_translation_row(t, nbest=req.nbest is not None) for t in found]
         return {"model": model.name, "translations": out,
                 "timing": {"total_ms": round((time.perf_counter() - start) * 1000, 3)}}
 
