@@ -250,8 +250,9 @@ def _choose(logits: Tensor, rows: _Rows, step: int, *, steering: Steering, chunk
             pad_id: int, eos_id: int, min_len: int) -> tuple[Tensor, Tensor | None]:
     """The next token of every row (R,) from its ``logits`` (R, V) (masked in place), and the
     model's log-probability of it (R,), 0 where the prefix forced it (None: not kept)."""
-    # the normaliser of the model's own distribution, before anything is masked or penalised
-    total = torch.logsumexp(logits.float(), dim=-1) if rows.log_probs is not None else None  # (R,)
+    # the model's own distribution, before anything is masked or penalised (log_softmax, then a
+    # gather: on a CPU some 2x faster than logsumexp, whose exp is not vectorised as softmax's is)
+    model = torch.log_softmax(logits.float(), dim=-1) if rows.log_probs is not None else None  # (R, V)
     scores = mask_forbidden_(logits, step=step, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
     if steering.guards:
         scores = steering.guard(scores, rows.history[:, : step + 1])  # a new tensor
@@ -264,9 +265,7 @@ def _choose(logits: Tensor, rows: _Rows, step: int, *, steering: Steering, chunk
     if steering.prefix is not None and step < steering.prefix.longest:
         sentences = torch.div(rows.index, steering.samples, rounding_mode="floor")  # (R,)
         next_ids, forced = steering.prefix.force(next_ids, sentences, step)
-    if total is None:
+    if model is None:
         return next_ids, None
-    # the chosen logits are the model's: masking only touched PAD (never chosen) and EOS while
-    # it was forbidden, and the guards made a new tensor
-    log_probs = logits.gather(1, next_ids[:, None]).squeeze(1).float() - total  # (R,)
+    log_probs = model.gather(1, next_ids[:, None]).squeeze(1)  # (R,)
     return next_ids, log_probs if forced is None else log_probs.masked_fill(forced, 0.0)

@@ -39,6 +39,7 @@ from torch import Tensor
 # top-p alone looks for its nucleus among this many most probable tokens first (a full sort of a
 # large vocabulary costs many times one pass over it); rows whose nucleus is larger are sorted
 TOPP_CANDIDATES = 64
+LOG2E = 1.0 / math.log(2.0)
 
 
 def top_k_cut(scores: Tensor, k: int) -> Tensor:
@@ -97,21 +98,23 @@ class Sampler:
         """One token per row of ``scores`` (R, V) (logits after the guards; -inf: never), drawn
         with ``uniforms`` (R,) float64 in [0, 1): (R,) long."""
         scores = scores.float()
-        if self.temperature != 1.0:
-            scores = scores / self.temperature
-        v = scores.size(-1)
-        if 0 < self.top_k < v:
-            values, ids = scores.topk(self.top_k, dim=-1)  # (R, C) best first
-            if bool(((scores >= values[:, -1:]).sum(-1) > self.top_k).any()):
-                return self._full(top_p_cut(top_k_cut(scores, self.top_k), self.top_p), uniforms)
+        v, t, k = scores.size(-1), self.temperature, self.top_k
+        if 0 < k < v:  # the temperature keeps the order: scale only the candidates
+            values, ids = scores.topk(k + 1, dim=-1)  # (R, C + 1) best first
+            values = values / t if t != 1.0 else values
+            if bool((values[:, k] == values[:, k - 1]).any()):  # ties with the k-th are kept
+                return self._full(top_p_cut(top_k_cut(scores / t, k), self.top_p), uniforms)
+            values, ids = values[:, :k], ids[:, :k]
             return self._among(values, ids, self._nucleus(values, values.logsumexp(-1)), uniforms)
         if self.top_p < 1.0:
             values, ids = scores.topk(min(TOPP_CANDIDATES, v), dim=-1)  # (R, C) best first
-            keep = self._nucleus(values, scores.logsumexp(-1))
+            scaled = scores / t if t != 1.0 else scores
+            values = values / t if t != 1.0 else values
+            keep = self._nucleus(values, scaled.logsumexp(-1))
             if v > values.size(1) and bool(keep[:, -1].any()):  # some nucleus may reach past C
-                return self._full(top_p_cut(scores, self.top_p), uniforms)
+                return self._full(top_p_cut(scaled, self.top_p), uniforms)
             return self._among(values, ids, keep, uniforms)
-        return self._full(scores, uniforms)
+        return self._full(scores, uniforms, temperature=t)
 
     def _nucleus(self, values: Tensor, total: Tensor) -> Tensor:
         """Which of the candidates ``values`` (R, C), best first, top-p keeps (R, C) bool: a
@@ -133,11 +136,12 @@ class Sampler:
         position = _last_positive(weights, _inverse_cdf(weights.cumsum(-1), uniforms))
         return ids.gather(1, position[:, None]).squeeze(1)
 
-    def _full(self, scores: Tensor, uniforms: Tensor) -> Tensor:
-        """Draw from the whole vocabulary ``scores`` (R, V): the chunk by chunk sums first, then
-        the token within the chosen chunk."""
+    def _full(self, scores: Tensor, uniforms: Tensor, *, temperature: float = 1.0) -> Tensor:
+        """Draw from the whole vocabulary ``scores`` (R, V) at ``temperature``: the chunk by
+        chunk sums first, then the token within the chosen chunk."""
         r, v = scores.shape
-        weights = (scores - scores.amax(-1, keepdim=True)).exp()  # (R, V), 0 where -inf
+        # exp(x / T) as 2 ** (x * log2(e) / T): PyTorch's CPU exp2 is some 3x faster than exp
+        weights = (scores - scores.amax(-1, keepdim=True)).mul_(LOG2E / temperature).exp2_()  # (R, V)
         chunk = self.chunk if self.chunk is not None and v % self.chunk == 0 else v
         sums = weights.view(r, v // chunk, chunk).sum(-1).double()  # (R, M)
         cumulative = sums.cumsum(-1)  # (R, M)
