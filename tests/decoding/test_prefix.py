@@ -101,3 +101,32 @@ def test_a_prefix_raises_the_limit_to_hold_it(copy_model, sources):
         beam_search(copy_model, src, bos_id=BOS, eos_id=EOS, prefixes=[[5, PAD], []])
     with pytest.raises(ValueError, match="2 sentences"):
         beam_search(copy_model, src, bos_id=BOS, eos_id=EOS, prefixes=[[5]])
+
+
+@pytest.mark.usefixtures("fast_kernels_from_one_row")
+@pytest.mark.parametrize("precision", ["fp32", "int8", "bf16"])
+def test_prefixes_and_sampling_on_the_fast_path_at_every_precision(copy_model, sources, precision):
+    """Packed float32, int8 and bf16 decoding: outputs start with their prefixes, beam 1 is greedy
+    decoding, and top-k 1 sampling is greedy decoding, each at that precision (bf16 aside: its
+    logits often tie for the best, and top-k keeps ties, as Hugging Face's does, where greedy
+    decoding takes the first; there samples repeat for their seed and keep their prefixes)."""
+    import copy
+
+    from transformer.decoding.packing import int8_engine
+
+    if precision == "int8" and int8_engine() is None:
+        pytest.skip("no quantized engine")
+    model = copy.deepcopy(copy_model).to(torch.bfloat16) if precision == "bf16" else copy_model
+    src = sources(54, 8, min_len=3)
+    prefixes = prefixes_for(src)
+    kw = dict(bos_id=BOS, eos_id=EOS, max_len=12, prefixes=prefixes,
+              precision="fp32" if precision == "bf16" else precision)
+    greedy = greedy_decode(model, src, **kw)
+    assert all(ids[: len(p)] == p for ids, p in zip(greedy, prefixes, strict=True))
+    assert beam_search(model, src, beam_size=1, **kw) == greedy
+    sampled = [row[0].ids for row in sample_decode(model, src, seed=2, top_k=1, **kw)]
+    if precision == "bf16":
+        assert sampled == [row[0].ids for row in sample_decode(model, src, seed=2, top_k=1, **kw)]
+        assert all(ids[: len(p)] == p for ids, p in zip(sampled, prefixes, strict=True))
+    else:
+        assert sampled == greedy

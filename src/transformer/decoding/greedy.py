@@ -121,8 +121,9 @@ def sample_decode(
     samples as :class:`~transformer.decoding.common.Hypothesis`, most probable first.
 
     The draws of row b come from ``seed`` and ``keys[b]`` alone (default: b), so a sentence
-    given the same key gets the same samples in any batch. ``top_k=1`` is greedy decoding. The
-    other arguments are :func:`greedy_decode`'s.
+    given the same key gets the same samples in any batch. ``top_k=1`` is greedy decoding (but
+    where the best logits tie exactly: top-k keeps ties). The other arguments are
+    :func:`greedy_decode`'s.
     """
     check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:

@@ -8,7 +8,8 @@ The definitions (transformers' ``TemperatureLogitsWarper``, ``TopKLogitsWarper``
 ``TopPLogitsWarper``, applied in that order to the logits after the repetition guards):
 
 - temperature T: the logits divided by T;
-- top-k K: every token whose logit is below the K-th largest is cut (ties with it are kept);
+- top-k K: every token whose logit is below the K-th largest is cut (ties with it are kept, so
+  top-k 1 is greedy decoding but where the best logits tie exactly, as bf16 logits often do);
 - top-p P: the tokens sorted by probability (after top-k), every token is cut whose probability
   together with those of all less probable tokens is at most 1 - P: what is kept is the fewest
   most probable tokens whose probabilities sum to at least P (Holtzman et al., 2020);
