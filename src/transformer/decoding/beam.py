@@ -38,6 +38,7 @@ from transformer.decoding.common import (
     evaluation_mode,
     mask_forbidden_,
     strip_padding,
+    top_candidates,
     vocabulary_chunk,
 )
 from transformer.decoding.fast_decoder import FastDecoder
@@ -78,42 +79,6 @@ def initial_state(src: Tensor, *, steps: int, beam_size: int, pad_id: int) -> Be
         finished_log_probs=torch.full((b, beam_size), -math.inf, device=src.device),
         finished_lengths=torch.zeros((b, beam_size), dtype=torch.long, device=src.device),
     )
-
-
-def top_candidates(
-    log_probs: Tensor, alive_log_probs: Tensor, count: int, *, chunk: int | None = None
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The ``count`` best one-token extensions of each sentence's live hypotheses.
-
-    ``log_probs`` (N, K, V) next-token log-probabilities, ``alive_log_probs`` (N, K). Returns
-    their total log-probabilities (N, C), the beam each extends (N, C) and the token (N, C),
-    best first.
-
-    Ranking all K * V extensions at once (``topk`` over rows of 40,000 for beam 5 and 8,000
-    tokens) is slow on a CPU, so they are ranked in two rounds, exactly: the vocabulary of each
-    hypothesis is cut into chunks of ``chunk`` tokens (:func:`vocabulary_chunk` chooses one), and
-    only the ``count`` chunks with the best maxima are searched, since any extension among the
-    best ``count`` lies in one of them (were its chunk not among them, ``count`` better chunk
-    maxima would be ``count`` better extensions). ``chunk`` must divide V; without a chunk (a
-    small or prime vocabulary) all extensions are ranked at once.
-    """
-    n, k, v = log_probs.shape
-    count = min(count, k * v)
-    if chunk is not None and (chunk < 1 or v % chunk):
-        raise ValueError(f"chunk={chunk} does not divide the vocabulary size {v}")
-    if chunk is None or k * (v // chunk) <= count:
-        total = (alive_log_probs[:, :, None] + log_probs).view(n, k * v)  # (N, K * V)
-        scores, flat = total.topk(count, dim=1)  # (N, C)
-        return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
-    per_row = v // chunk  # M chunks per hypothesis
-    maxima = log_probs.view(n, k, per_row, chunk).amax(dim=-1) + alive_log_probs[:, :, None]  # (N, K, M)
-    _, best = maxima.view(n, k * per_row).topk(count, dim=1)  # (N, C): chunk ids in the sentence
-    values = log_probs.view(n, k * per_row, chunk).gather(1, best[:, :, None].expand(-1, -1, chunk))  # (N, C, chunk)
-    beams = torch.div(best, per_row, rounding_mode="floor")  # (N, C)
-    values = values + alive_log_probs.gather(1, beams)[:, :, None]
-    scores, picked = values.view(n, count * chunk).topk(count, dim=1)  # (N, C)
-    flat = best.gather(1, torch.div(picked, chunk, rounding_mode="floor")) * chunk + picked % chunk
-    return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
 
 
 def gather_beams(x: Tensor, beams: Tensor) -> Tensor:
@@ -182,7 +147,7 @@ def beam_step(
     ending now counts, for the length penalty and its log-probability (None: ``step + 1``; less
     after a target prefix).
     """
-    n, k_old, v = log_probs.shape
+    n, k_old, _ = log_probs.shape
     scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size, chunk=chunk)  # (N, C)
     model_scores = scores if model_log_probs is None else _model_totals(state, model_log_probs, beams, tokens)
     penalty = gnmt_penalty(step + 1 if length is None else length, alpha)  # a number, or (N,)
@@ -190,6 +155,7 @@ def beam_step(
     # only EOS among the top K counts (so beam 1 is greedy); at the limit all of the top K finish
     top_k = torch.arange(scores.size(1), device=scores.device) < beam_size  # (C,)
     finishing = top_k & (ends_eos | at_limit[:, None]) & (scores > -math.inf)  # (N, C)
+    # the finished pools: tokens, scores, the model's log-probabilities, lengths (B, K, ...)
     fin = (state.finished_tokens, state.finished_scores, state.finished_log_probs, state.finished_lengths)
     if bool(finishing.any()):
         column = penalty[:, None] if isinstance(penalty, Tensor) else penalty
