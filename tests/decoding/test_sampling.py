@@ -169,9 +169,14 @@ def test_seeded_samples_repeat_whatever_the_batch(copy_model, sources):
     assert any(len({tuple(h.ids) for h in row}) > 1 for row in batched), "samples should differ"
 
 
-def test_samples_cached_equal_uncached_and_log_probs_are_the_models(copy_model, sources):
+@pytest.mark.parametrize("temperature, min_len", [(2.0, 0), (1.0, 0), (1.0, 3)])
+def test_samples_cached_equal_uncached_and_log_probs_are_the_models(copy_model, sources, temperature, min_len):
+    """Cached equals uncached, and each sample's log-probability is forced decoding's (the
+    model's log-softmax, its normaliser over every token, PAD and a forbidden EOS included):
+    computed apart at a temperature, on the way of a plain draw."""
     src = sources(22, 6)
-    kw = dict(bos_id=BOS, eos_id=EOS, max_len=12, seed=9, samples=2, temperature=2.0)
+    kw = dict(bos_id=BOS, eos_id=EOS, max_len=12, seed=9, samples=2, temperature=temperature,
+              min_len=min_len)
     cached = sample_decode(copy_model, src, **kw)
     uncached = sample_decode(copy_model, src, use_cache=False, **kw)
     assert [[h.ids for h in r] for r in cached] == [[h.ids for h in r] for r in uncached]

@@ -251,22 +251,37 @@ def _choose(logits: Tensor, rows: _Rows, step: int, *, steering: Steering, chunk
             pad_id: int, eos_id: int, min_len: int) -> tuple[Tensor, Tensor | None]:
     """The next token of every row (R,) from its ``logits`` (R, V) (masked in place), and the
     model's log-probability of it (R,), 0 where the prefix forced it (None: not kept)."""
-    # the model's own distribution, before anything is masked or penalised (log_softmax, then a
-    # gather: on a CPU some 2x faster than logsumexp, whose exp is not vectorised as softmax's is)
-    model = torch.log_softmax(logits.float(), dim=-1) if rows.log_probs is not None else None  # (R, V)
+    sampler, tracked = steering.sampler, rows.log_probs is not None
+    # a plain draw (no temperature, cut or guard) computes the normaliser of the model's own
+    # distribution on the way, but for the tokens masked below: keep their logits
+    fused = tracked and sampler is not None and sampler.plain and not steering.guards
+    masked = logits[:, [pad_id, eos_id] if step < min_len else [pad_id]].float() if fused else None
+    # else the model's own distribution, before anything is masked or penalised (log_softmax
+    # then a gather: on a CPU some 2x faster than logsumexp, whose exp is not vectorised)
+    model = torch.log_softmax(logits.float(), dim=-1) if tracked and not fused else None  # (R, V)
     scores = mask_forbidden_(logits, step=step, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
     if steering.guards:
         scores = steering.guard(scores, rows.history[:, : step + 1])  # a new tensor
-    if steering.sampler is not None:
+    total = None
+    if sampler is not None:
         assert steering.uniforms is not None
-        next_ids = steering.sampler.draw(scores, steering.uniforms[rows.index, step])
+        uniforms = steering.uniforms[rows.index, step]  # (R,)
+        if fused:
+            next_ids, total = sampler.draw_plain(scores, uniforms)
+        else:
+            next_ids = sampler.draw(scores, uniforms)
     else:
         next_ids = argmax_rows(scores, chunk)  # (R,)
     forced = None
     if steering.prefix is not None and step < steering.prefix.longest:
         sentences = torch.div(rows.index, steering.samples, rounding_mode="floor")  # (R,)
         next_ids, forced = steering.prefix.force(next_ids, sentences, step)
-    if model is None:
+    if not tracked:
         return next_ids, None
-    log_probs = model.gather(1, next_ids[:, None]).squeeze(1)  # (R,)
+    if model is not None:
+        log_probs = model.gather(1, next_ids[:, None]).squeeze(1)  # (R,)
+    else:  # the chosen logit is the model's (only PAD and a forbidden EOS were masked)
+        assert total is not None and masked is not None
+        total = torch.logaddexp(total, masked.double().logsumexp(-1))  # (R,): the masked ones back
+        log_probs = (logits.gather(1, next_ids[:, None]).squeeze(1).double() - total).float()
     return next_ids, log_probs if forced is None else log_probs.masked_fill(forced, 0.0)

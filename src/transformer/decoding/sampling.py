@@ -95,6 +95,17 @@ class Sampler:
     top_p: float = 1.0
     chunk: int | None = None
 
+    @property
+    def plain(self) -> bool:
+        """Whether it draws from the distribution as it is (no temperature, no cut)."""
+        return self.temperature == 1.0 and self.top_k == 0 and self.top_p >= 1.0
+
+    def draw_plain(self, scores: Tensor, uniforms: Tensor) -> tuple[Tensor, Tensor]:
+        """A :attr:`plain` sampler's :meth:`draw`, and the log-sum-exp of each row of ``scores``
+        (R,) float64, which the draw computes on the way (the normaliser of a log-softmax)."""
+        assert self.plain
+        return self._full(scores.float(), uniforms, with_total=True)  # type: ignore[return-value]
+
     def draw(self, scores: Tensor, uniforms: Tensor) -> Tensor:
         """One token per row of ``scores`` (R, V) (logits after the guards; -inf: never), drawn
         with ``uniforms`` (R,) float64 in [0, 1): (R,) long."""
@@ -136,14 +147,17 @@ class Sampler:
         weights = (values - values[:, :1]).exp().masked_fill(~keep, 0.0).double()  # (R, C)
         return ids.gather(1, _inverse_cdf(weights.cumsum(-1), uniforms)[:, None]).squeeze(1)
 
-    def _full(self, scores: Tensor, uniforms: Tensor, *, temperature: float = 1.0) -> Tensor:
+    def _full(self, scores: Tensor, uniforms: Tensor, *, temperature: float = 1.0,
+              with_total: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Draw from the whole vocabulary ``scores`` (R, V) at ``temperature``: the chunk by
-        chunk sums first, then the token within the chosen chunk."""
+        chunk sums first, then the token within the chosen chunk. ``with_total``: also return
+        the log-sum-exp of the scaled scores (R,) float64."""
         r, v = scores.shape
         # exp((x - max) / T) as 2 ** (x * c - max * c), c = log2(e) / T: one pass and one in
         # place (PyTorch's CPU exp2 is some 3x faster than its exp)
         c = LOG2E / temperature
-        weights = torch.add(scores.amax(-1, keepdim=True).mul_(-c), scores, alpha=c).exp2_()  # (R, V)
+        largest = scores.amax(-1, keepdim=True)  # (R, 1)
+        weights = torch.add(largest * -c, scores, alpha=c).exp2_()  # (R, V)
         chunk = self.chunk if self.chunk is not None and v % self.chunk == 0 else v
         grouped = weights.view(r, v // chunk, chunk)  # (R, M, chunk)
         sums = grouped.sum(-1).double()  # (R, M)
@@ -153,7 +167,10 @@ class Sampler:
         within = grouped.gather(1, which.view(r, 1, 1).expand(r, 1, chunk)).squeeze(1).double().cumsum(-1)  # (R, chunk)
         before = cumulative.gather(1, which[:, None]).squeeze(1) - sums.gather(1, which[:, None]).squeeze(1)
         rest = _below((target - before).clamp(min=0.0), within[:, -1])  # (R,)
-        return which * chunk + torch.searchsorted(within, rest[:, None], right=True).squeeze(1)
+        drawn = which * chunk + torch.searchsorted(within, rest[:, None], right=True).squeeze(1)
+        if not with_total:
+            return drawn
+        return drawn, largest.squeeze(1).double() / temperature + cumulative[:, -1].log()
 
 
 def _below(target: Tensor, total: Tensor) -> Tensor:
