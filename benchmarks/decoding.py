@@ -45,6 +45,10 @@ fastest repeat of each counts, so the ratios are side by side on the same (share
 - ``no cache``: ``use_cache=False``: the whole prefix goes through the decoder every step (and, as
   in any loop over ``model.decode``, every position is projected onto the vocabulary).
 - ``HF``: ``MarianMTModel.generate(num_beams=1 or 5, do_sample=False)`` with its cache.
+- greedy rows also time, with the cache: ``greedy+scores`` (``greedy_decode(hypotheses=True)``,
+  the model's log-probability of each output kept, as a ``Translator`` asks for it),
+  ``sampling`` (``sample_decode``, drawn from the whole vocabulary) and ``sampling top-k 10``;
+  ``sampling / greedy`` is the first's tokens/s over greedy decoding's.
 
     make bench                    # pip install -e '.[bench]': transformers and ctranslate2
     .venv/bin/python benchmarks/decoding.py                  # -> benchmarks/results/decoding_engines.json
@@ -85,7 +89,7 @@ from decoding_e2e import e2e_suite
 from decoding_engines import SHAPES, engines_suite, profile_suite
 from decoding_kernels import kernels_suite
 from machine import cpu_name, describe  # benchmarks/machine.py
-from transformer.decoding import FastDecoder, beam_search, greedy_decode
+from transformer.decoding import FastDecoder, beam_search, greedy_decode, sample_decode
 from transformer.decoding.packing import can_pack
 from transformer.decoding.thresholds import MEASURED, decoding_thresholds
 
@@ -114,6 +118,8 @@ def runners(ours, theirs, src: torch.Tensor, *, length: int, beam: int, decoders
         return run
 
     fns = {"cache": ours_fn(True)}
+    if beam == 1:
+        fns.update(steered(ours, src, kw, decoders[True], length=length))
     if can_pack(ours):
         fns["unpacked"] = ours_fn(True, pack=False)
     if uncached:
@@ -133,6 +139,27 @@ def runners(ours, theirs, src: torch.Tensor, *, length: int, beam: int, decoders
 
         fns["HF"] = hf
     return fns
+
+
+def steered(ours, src: torch.Tensor, kw: dict, decoder: FastDecoder, *, length: int) -> dict[str, Callable[[], int]]:
+    """Greedy decoding that keeps log-probabilities, and sampling (whole vocabulary; top-k 10),
+    each with the cache and ``decoder``, at the forced ``length``."""
+    def run(how: Callable[[], list]) -> Callable[[], int]:
+        def timed_run() -> int:
+            out = how()
+            assert all(len(ids) == length for ids in out), "output length not forced"
+            return sum(len(ids) for ids in out)
+
+        return timed_run
+
+    def scored() -> list:
+        return [h.ids for h in greedy_decode(ours, src, decoder=decoder, hypotheses=True, **kw)]
+
+    def sampled(**cut) -> Callable[[], list]:
+        return lambda: [row[0].ids for row in sample_decode(ours, src, seed=0, decoder=decoder, **cut, **kw)]
+
+    return {"greedy+scores": run(scored), "sampling": run(sampled()),
+            "sampling top-k 10": run(sampled(top_k=10))}
 
 
 def cache_suite(args: argparse.Namespace) -> dict:
@@ -178,6 +205,9 @@ def cache_suite(args: argparse.Namespace) -> dict:
             if "no cache" in tps:
                 row["cache_speedup"] = round(tps["cache"] / tps["no cache"], 2)
                 row["cache_speedup_cpu"] = round(cpu_tps["cache"] / cpu_tps["no cache"], 2)
+            if "sampling" in tps:
+                row["sampling_over_greedy"] = round(tps["sampling"] / tps["cache"], 3)
+                row["scores_over_greedy"] = round(tps["greedy+scores"] / tps["cache"], 3)
             if "HF" in tps:
                 row["ours_over_hf"] = round(tps["cache"] / tps["HF"], 2)
                 row["ours_over_hf_cpu"] = round(cpu_tps["cache"] / cpu_tps["HF"], 2)
@@ -210,6 +240,11 @@ def print_row(row: dict, *, header: bool) -> None:
     packed = f"{row['packing_speedup']:9.2f}" if "packing_speedup" in row else f"{'-':>9}"
     print(f"{row['method']:8} {row['length']:6d} {tps['cache']:12.0f} {packed} {nocache} {hf}",
           flush=True)
+    if "sampling" in tps:
+        print(f"{'':15} greedy+scores {tps['greedy+scores']:.0f} tok/s "
+              f"({row['scores_over_greedy']:.3f} x greedy), sampling {tps['sampling']:.0f} "
+              f"({row['sampling_over_greedy']:.3f} x), sampling top-k 10 "
+              f"{tps['sampling top-k 10']:.0f}", flush=True)
 
 
 def main() -> int:

@@ -65,10 +65,10 @@ def ranking(scorer, sources, references, wrong: list[list[str | None]]) -> dict:
             continue
         out["sources"] += 1
         out["sum"] += all(r.log_prob > s.log_prob for s, _ in others)
-        out["avg"] += all(r.avg_log_prob > s.avg_log_prob for s, _ in others)
+        out["avg"] += all(r.log_prob_per_token > s.log_prob_per_token for s, _ in others)
         out["pairs"] += len(others)
         out["pair_sum"] += sum(r.log_prob > s.log_prob for s, _ in others)
-        out["pair_avg"] += sum(r.avg_log_prob > s.avg_log_prob for s, _ in others)
+        out["pair_avg"] += sum(r.log_prob_per_token > s.log_prob_per_token for s, _ in others)
     n, m = max(out["sources"], 1), max(out["pairs"], 1)
     return {"sources": out["sources"], "first_by_sum": out["sum"] / n, "first_by_avg": out["avg"] / n,
             "pairs": out["pairs"], "above_by_sum": out["pair_sum"] / m,

@@ -130,6 +130,8 @@ DIFFERS = {
     ("--max-len", "evaluate"): "in a decoding verb: the longest translation",
     ("--max-len", "attention"): "in a decoding verb: the longest translation",
     ("--max-len", "plot positional"): "the positions plotted, no model",
+    ("--seed", "translate"): "in a decoding verb: the seed of sampling's draws, not of training",
+    ("--seed", "evaluate"): "in a decoding verb: the seed of sampling's draws, not of training",
     ("--data", "classify train"): "classification corpora, not translation ones",
     ("--data", "classify evaluate"): "classification corpora, not translation ones",
     ("--data", "evaluate"): "defaults to the corpus the run trained on",

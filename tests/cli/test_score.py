@@ -38,12 +38,12 @@ def test_score_prints_one_library_score_per_line(run_dir, files, capsys):
     assert [float(x) for x in out] == pytest.approx([w.log_prob for w in want], abs=1e-6)
     assert main([*flags, "--normalize", "--max-tokens", "8"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [float(x) for x in out] == pytest.approx([w.avg_log_prob for w in want], abs=1e-6)
+    assert [float(x) for x in out] == pytest.approx([w.log_prob_per_token for w in want], abs=1e-6)
     assert main([*flags, "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["line"] for r in rows] == [1, 2, 3, 4, 5]
     assert rows == [{"line": n, **w.to_dict()} for n, w in enumerate(want, start=1)]
-    assert set(rows[0]) == {"line", "log_prob", "avg_log_prob", "tokens", "source_cut"}
+    assert set(rows[0]) == {"line", "log_prob", "log_prob_per_token", "tokens", "source_cut"}
 
 
 @pytest.mark.parametrize("write, message", [

@@ -44,7 +44,7 @@ def test_the_score_is_minus_the_training_loss_sum(copy_model):
     for pair, got in zip(pairs, scores, strict=True):
         assert got.log_prob == pytest.approx(-training_loss_sum(copy_model, pair), abs=1e-5)
         assert got.tokens == len(pair[1]) + 1  # the target and EOS
-        assert got.avg_log_prob == pytest.approx(got.log_prob / got.tokens)
+        assert got.log_prob_per_token == pytest.approx(got.log_prob / got.tokens)
 
 
 def test_batching_and_order_do_not_change_a_score(copy_model):

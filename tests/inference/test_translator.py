@@ -7,6 +7,7 @@ import torch
 
 from transformer import ModelConfig, Transformer
 from transformer.config.decoding import DecodeOptions
+from transformer.decoding import Hypothesis
 from transformer.decoding.packing import packing_available
 from transformer.inference.translator import Translator, _one_line
 
@@ -115,6 +116,7 @@ def test_an_unknown_output_piece_is_shown_not_dropped(copy_model, monkeypatch):
     translator = Translator(copy_model, tok, tok, bos_id=2, eos_id=3,
                             options=DecodeOptions(beam_size=1))
     ids = [*tok.encode("zw"), UNK_ID, *tok.encode("lf")]
-    monkeypatch.setattr(translator, "_decode", lambda sources: [[(ids, None)] for _ in sources])
+    monkeypatch.setattr(translator, "_decode",
+                        lambda sources, **_: [[Hypothesis(ids, 0.0, 0.0, len(ids) + 1)] for _ in sources])
     text = translator.translate(["elf"])[0].text
     assert "⁇" in text and text.replace(" ", "") == "zw⁇lf"  # SentencePiece's " ⁇ "

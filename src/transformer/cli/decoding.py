@@ -14,7 +14,17 @@ from transformer.cli.common import (
     set_threads,
 )
 from transformer.config.choices import ENGINES, INFERENCE_PRECISIONS
-from transformer.config.decoding import BEAM_SIZE, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B
+from transformer.config.decoding import (
+    BEAM_SIZE,
+    LENGTH_PENALTY,
+    MAX_LEN_A,
+    MAX_LEN_B,
+    NO_REPEAT_NGRAM,
+    REPETITION_PENALTY,
+    SAMPLING_TOPK,
+    SAMPLING_TOPP,
+    TEMPERATURE,
+)
 
 if TYPE_CHECKING:
     from transformer.inference.translator import Translator
@@ -22,8 +32,9 @@ if TYPE_CHECKING:
 
 def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding")
-    g.add_argument("--beam", type=int, default=BEAM_SIZE,
-                   help=f"beam size; 1 is greedy decoding (default {BEAM_SIZE}, as the paper)")
+    g.add_argument("--beam", type=int,
+                   help=f"beam size; 1 is greedy decoding (default {BEAM_SIZE}, as the paper; "
+                   "1 with --sampling, which keeps no beam)")
     g.add_argument("--length-penalty", type=float, default=LENGTH_PENALTY,
                    help="GNMT length penalty alpha of beam search "
                    f"(default {LENGTH_PENALTY}, as the paper)")
@@ -48,6 +59,7 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
                    "positions is cut at its last comma or space that fits, never truncated")
     add_device_threads(g)
     add_progress(g)
+    add_steering_flags(p)
 
 
 def add_engine(g: argparse._ActionsContainer) -> None:
@@ -60,7 +72,36 @@ def add_engine(g: argparse._ActionsContainer) -> None:
                    "on ours; which engine ran is logged and reported in JSON answers")
 
 
-def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> Translator:
+def add_steering_flags(p: argparse.ArgumentParser) -> None:
+    """Sampling and the repetition guards (Hugging Face ``generate``'s definitions)."""
+    g = p.add_argument_group("sampling and repetition guards")
+    g.add_argument("--sampling", action="store_true",
+                   help="draw each token from the model's distribution instead of searching for "
+                   "the most probable translation (translate's n-best gives several samples a "
+                   "sentence); not with --beam above 1")
+    g.add_argument("--sampling-topk", type=int, metavar="K",
+                   help="with --sampling: draw only among the K most probable tokens "
+                   f"(default {SAMPLING_TOPK}: all; 1 is greedy decoding)")
+    g.add_argument("--sampling-topp", type=float, metavar="P",
+                   help="with --sampling: draw only among the fewest most probable tokens whose "
+                   f"probabilities sum to at least P (nucleus sampling; default {SAMPLING_TOPP:g}: all)")
+    g.add_argument("--temperature", type=float, metavar="T",
+                   help="with --sampling: divide the logits by T before the cuts (below 1: "
+                   f"surer, above 1: more varied; default {TEMPERATURE:g})")
+    g.add_argument("--seed", type=int, metavar="N",
+                   help="with --sampling: the same seed gives the same samples for the same "
+                   "input line, whatever the batch (default: a fresh seed each run)")
+    g.add_argument("--no-repeat-ngram", type=int, metavar="N",
+                   help="no N-gram of target tokens occurs twice in a translation "
+                   f"(Hugging Face's no_repeat_ngram_size; default {NO_REPEAT_NGRAM}: off)")
+    g.add_argument("--repetition-penalty", type=float, metavar="R",
+                   help="a token already in the translation has its logit divided by R when "
+                   "positive, multiplied by R when negative (Hugging Face's repetition_penalty; "
+                   f"default {REPETITION_PENALTY:g}: off; 1.2 is a common choice)")
+
+
+def translator_of(args: argparse.Namespace, *, nbest: int | None = None,
+                  target_prefix: str | None = None) -> Translator:
     """``--model`` and the decoding flags -> a Translator (:mod:`transformer.inference.loader`)."""
     from transformer.inference.loader import load_translator
 
@@ -68,7 +109,11 @@ def translator_of(args: argparse.Namespace, *, nbest: int | None = None) -> Tran
     translator = load_translator(
         args.model, beam_size=args.beam, length_penalty=args.length_penalty, nbest=nbest,
         max_len_a=args.max_len_a, max_len_b=args.max_len_b, max_len=args.max_len,
-        batch_size=args.batch_size, precision=args.precision, engine=args.engine,
+        sampling=args.sampling or None, sampling_topk=args.sampling_topk,
+        sampling_topp=args.sampling_topp, temperature=args.temperature, seed=args.seed,
+        target_prefix=target_prefix, no_repeat_ngram=args.no_repeat_ngram,
+        repetition_penalty=args.repetition_penalty, batch_size=args.batch_size,
+        precision=args.precision, engine=args.engine,
         device=inference_device(args.device, args.precision))
     translator.progress = progress(args)
     return translator

@@ -25,7 +25,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "--src-file: the model's log-probability of its tokens and EOS, read by forced decoding "
         "(teacher forcing, as training reads a pair), batched as training batches. Prints one "
         "score per line, the sum in natural log (--normalize: per target token); with --json, "
-        "one JSON object per line: line, log_prob, avg_log_prob, tokens (EOS included), "
+        "one JSON object per line: line, log_prob, log_prob_per_token, tokens (EOS included), "
         "source_cut. A source longer than the model's positions is cut to fit, as translate "
         "cuts it; a target longer than them is refused, naming its line. Lines are scored as "
         "they are, never split into sentences.",
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             line = json.dumps({"line": number, **s.to_dict()}, sort_keys=True)
         else:
-            line = f"{s.avg_log_prob if args.normalize else s.log_prob:.6f}"
+            line = f"{s.log_prob_per_token if args.normalize else s.log_prob:.6f}"
         sys.stdout.write(line + "\n")
     sys.stdout.flush()
     return 0

@@ -26,7 +26,10 @@ def add(sub: argparse._SubParsersAction) -> None:
         "standard input (or -i FILE) and writes one translation per input line, in input order "
         "(empty input line: empty output line); with a terminal on standard input, an "
         "interactive prompt. With --nbest K, each input gives K lines "
-        "'LINE<tab>SCORE<tab>TRANSLATION'; with --json, one JSON object per input line. A line "
+        "'LINE<tab>SCORE<tab>TRANSLATION'; with --json, one JSON object per input line, with the "
+        "model's log-probability of the translation (log_prob: its decoded tokens' log-softmax "
+        "summed, EOS included, target prefix excluded, no length penalty) and its average per "
+        "token (log_prob_per_token). A line "
         "with characters the model's vocabulary lacks gets a warning on standard error (in --json: unknown_pieces); they come out as ⁇.",
     )
     p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
@@ -34,7 +37,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="sentences to translate (quote each); not with -i")
     p.add_argument("-i", "--input", metavar="FILE", help="read sentences from FILE (.gz ok)")
     p.add_argument("-o", "--output", metavar="FILE", help="write translations to FILE (atomically)")
-    p.add_argument("--nbest", type=int, help="print the K best translations of each sentence")
+    p.add_argument("--nbest", type=int, help="print the K best translations of each sentence "
+                   "(with --sampling: K samples, most probable first)")
     p.add_argument("--json", action="store_true", help="one JSON object per input line")
     p.add_argument("--alignments", action="store_true",
                    help="add each line's word alignments as Pharaoh pairs 'i-j' (0-based "
@@ -42,6 +46,13 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "translation as 'TRANSLATION ||| 0-0 1-2', or in --json as alignments, a "
                    "list of [i, j]; read "
                    "from cross-attention (transformer.inference.alignment says the rule)")
+    prefix = p.add_mutually_exclusive_group()
+    prefix.add_argument("--target-prefix", metavar="TEXT",
+                        help="every translation starts with TEXT (as the target tokenizer splits "
+                        "it) and the model decodes the rest; the line is translated whole")
+    prefix.add_argument("--target-prefix-file", metavar="FILE",
+                        help="one target prefix per input line (an empty line: none), as "
+                        "--target-prefix; the line counts must match")
     add_decoding_flags(p)
     p.set_defaults(handler=run)
 
@@ -65,16 +76,34 @@ def _prompt() -> Iterator[str]:
             return
 
 
+def _prefix_lines(path: str | None) -> list[str] | None:
+    """The lines of ``--target-prefix-file`` (None without one)."""
+    if path is None:
+        return None
+    from transformer.data.parallel import read_lines
+
+    return list(read_lines(path))
+
+
+def _check_counts(prefix_file: str, prefixes: int, source: str, lines: int) -> None:
+    if prefixes != lines:
+        raise InputError(f"--target-prefix-file {prefix_file}: {prefixes} lines, but {source} has "
+                         f"{lines}; give one prefix (or an empty line) per input line")
+
+
 def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0,
               engine: str = "torch") -> list[str]:
     """The output lines of translation ``t`` of input line ``number`` (which has ``unknown``
     pieces the vocabulary lacks; ``engine`` decoded it)."""
     if args.json:
         item = {"line": number, "translation": t.text, "score": t.score,
+                "log_prob": t.log_prob, "log_prob_per_token": t.log_prob_per_token,
                 "sentences": t.sentences, "cut_sentences": t.cut, "engine": engine}
         item["unknown_pieces"] = unknown
         if args.nbest:
-            item["nbest"] = [{"translation": s, "score": v} for s, v in t.nbest]
+            item["nbest"] = [{"translation": s, "score": v, "log_prob": lp,
+                              "log_prob_per_token": lp / n if n else None}
+                             for (s, v), (lp, n) in zip(t.nbest, t.nbest_log_probs, strict=True)]
         if args.alignments:
             item["alignments"] = [list(pair) for pair in t.alignments or []]
         return [json.dumps(item, ensure_ascii=False, sort_keys=True)]
@@ -99,22 +128,26 @@ def run(args: argparse.Namespace) -> int:
     if args.alignments and args.nbest and not args.json:
         raise InputError("--alignments with --nbest needs --json (the best translation's "
                          "alignments go beside its n-best list)")
-    translator = translator_of(args, nbest=args.nbest)
+    prefixes = _prefix_lines(args.target_prefix_file)
+    translator = translator_of(args, nbest=args.nbest, target_prefix=args.target_prefix)
     if args.alignments:
         from dataclasses import replace
 
         translator.options = replace(translator.options, alignments=True)
     src_lang, tgt_lang = translator.record.languages
-    how = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
+    how: dict[str, Any] = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
     source = args.input or ("argument" if args.sentences else "<stdin>")
     unknown = UnknownPieces(translator.src_tokenizer, source=source)
-    if args.input is not None:
+    if args.input is not None or args.sentences or prefixes is not None:  # whole input first
         from transformer.data.parallel import read_lines
 
-        sources = list(unknown.watch(read_lines(args.input)))
+        lines = (read_lines(args.input) if args.input is not None
+                 else args.sentences or _stdin_lines())
+        sources = list(unknown.watch(lines))
+        if prefixes is not None:
+            _check_counts(args.target_prefix_file, len(prefixes), source, len(sources))
+            how["prefixes"] = prefixes
         results: Any = translate_lines(translator, sources, **how)
-    elif args.sentences:
-        results = translate_lines(translator, list(unknown.watch(args.sentences)), **how)
     elif sys.stdin.isatty() and args.output is None:  # interactive prompt
         results = stream_lines(translator, unknown.watch(_prompt()), chunk_size=1, **how)
     else:

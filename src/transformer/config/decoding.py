@@ -2,15 +2,20 @@
 
     DecodeOptions(beam_size=4, length_penalty=0.6)          # the paper's (section 6.1)
     DecodeOptions(beam_size=1)                               # greedy
+    DecodeOptions(sampling=True, sampling_topp=0.9, seed=1)  # one sample a sentence (beam 1)
+    DecodeOptions(beam_size=1, target_prefix="Ein Mann", no_repeat_ngram=3)
 
 Every reader of decoding settings takes its defaults from here: a run's training configuration
 (``TranslationTrainConfig.decode_max_len_a/b``), a model directory's record
 (``transformer.model_dir.record``), ``translate``, ``evaluate``, ``serve`` and an imported model.
+A bad value raises :class:`OptionError` (a ValueError) naming the field; :data:`FLAGS` names the
+command-line flag of each field, for messages that speak to a command-line user.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # the paper's beam search (section 6.1): beam 4, length penalty alpha 0.6
@@ -19,32 +24,137 @@ LENGTH_PENALTY = 0.6
 # a translation is at most a * source tokens + b tokens (fairseq's max_len_a/max_len_b)
 MAX_LEN_A = 1.5
 MAX_LEN_B = 10
+# sampling draws each token from the whole distribution unless these cut it (Hugging Face's
+# "off" values: top-k 0 keeps every token, top-p 1 keeps every token, temperature 1 changes none)
+SAMPLING_TOPK = 0
+SAMPLING_TOPP = 1.0
+TEMPERATURE = 1.0
+# repetition guards off: no n-gram is banned, no token is penalised
+NO_REPEAT_NGRAM = 0
+REPETITION_PENALTY = 1.0
+
+# each field's command-line flag (the field's name with dashes, except the beam size)
+FLAGS: Mapping[str, str] = {
+    "beam_size": "--beam", "length_penalty": "--length-penalty", "nbest": "--nbest",
+    "max_len_a": "--max-len-a", "max_len_b": "--max-len-b", "max_len": "--max-len",
+    "sampling": "--sampling", "sampling_topk": "--sampling-topk",
+    "sampling_topp": "--sampling-topp", "temperature": "--temperature", "seed": "--seed",
+    "target_prefix": "--target-prefix", "no_repeat_ngram": "--no-repeat-ngram",
+    "repetition_penalty": "--repetition-penalty", "alignments": "--alignments",
+}
+
+
+class OptionError(ValueError):
+    """A bad decoding option: ``field`` (a :class:`DecodeOptions` field) and ``problem``, one line.
+    ``str()`` is ``"field: problem"``; :meth:`named` puts another name (a flag, a request field)
+    in the field's place."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+    def named(self, names: Mapping[str, str]) -> str:
+        """``"NAME: problem"``, NAME being ``names[field]`` (the field itself when absent)."""
+        return f"{names.get(self.field, self.field)}: {self.problem}"
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    """How to decode. ``beam_size=1`` is greedy decoding. The defaults are the paper's (section
-    6.1: beam 4, length penalty 0.6); a translation is at most ``max_len_a * source tokens +
-    max_len_b`` tokens (and never more than ``max_len`` or the model's positions). Raises
-    ValueError naming a value out of range."""
+    """How to decode. ``beam_size=1`` is greedy decoding; None: the paper's 4, or 1 with
+    ``sampling``. The defaults are the paper's (section 6.1: beam 4, length penalty 0.6); a
+    translation is at most ``max_len_a * source tokens + max_len_b`` tokens (and never more than
+    ``max_len`` or the model's positions).
 
-    beam_size: int = BEAM_SIZE
+    ``sampling``: draw each token from the model's distribution (Hugging Face ``do_sample``), after
+    ``temperature`` (logits divided by it), ``sampling_topk`` (only the K most probable tokens;
+    0: all) and ``sampling_topp`` (only the fewest most probable tokens whose probability reaches
+    P; 1: all), in that order; ``nbest`` samples per sentence; ``seed`` makes the draws repeat
+    (None: a fresh seed per call). Sampling is not combined with beam search (``beam_size`` must
+    be 1). ``target_prefix``: every translation starts with this text (as the target tokenizer
+    splits it) and the rest is decoded. ``no_repeat_ngram`` (N > 0: no N-gram of target tokens
+    occurs twice) and ``repetition_penalty`` (R: the logit of a token already in the output is
+    divided by R when positive, multiplied by R when negative) as Hugging Face ``generate``'s
+    ``no_repeat_ngram_size`` and ``repetition_penalty``. Raises :class:`OptionError` naming the
+    first field out of range."""
+
+    beam_size: int | None = None
     length_penalty: float = LENGTH_PENALTY
     nbest: int | None = None
     max_len_a: float | None = MAX_LEN_A
     max_len_b: int = MAX_LEN_B
     max_len: int | None = None
+    sampling: bool = False
+    sampling_topk: int = SAMPLING_TOPK
+    sampling_topp: float = SAMPLING_TOPP
+    temperature: float = TEMPERATURE
+    seed: int | None = None
+    target_prefix: str | None = None
+    no_repeat_ngram: int = NO_REPEAT_NGRAM
+    repetition_penalty: float = REPETITION_PENALTY
     # word alignments of each translated line (transformer.inference.alignment); the search ignores it
     alignments: bool = False
 
     def __post_init__(self) -> None:
-        if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) or self.beam_size < 1:
-            raise ValueError(f"beam size must be a positive integer, got {self.beam_size!r}")
-        if self.nbest is not None and not 1 <= self.nbest <= self.beam_size:
-            raise ValueError(f"nbest must be between 1 and the beam size {self.beam_size}, got {self.nbest}")
-        if not math.isfinite(self.length_penalty) or self.length_penalty < 0:
-            raise ValueError(f"length penalty must be a non-negative number, got {self.length_penalty}")
-        if self.max_len_a is not None and (not math.isfinite(self.max_len_a) or self.max_len_a < 0):
-            raise ValueError(f"max_len_a must be a non-negative number, got {self.max_len_a}")
-        if self.max_len is not None and self.max_len < 1:
-            raise ValueError(f"max_len must be positive, got {self.max_len}")
+        if self.beam_size is None:  # resolved here, so that a caller may leave it to sampling
+            object.__setattr__(self, "beam_size", 1 if self.sampling is True else BEAM_SIZE)
+        self._check_search()
+        self._check_sampling()
+        self._check_steering()
+
+    def _check_search(self) -> None:
+        if not _is_int(self.beam_size) or self.beam_size < 1:  # type: ignore[operator]
+            raise OptionError("beam_size", f"must be a positive integer, got {self.beam_size!r}")
+        if self.nbest is not None:
+            most = None if self.sampling else self.beam_size
+            if not _is_int(self.nbest) or self.nbest < 1 or (most is not None and self.nbest > most):
+                raise OptionError("nbest", f"must be between 1 and the beam size {self.beam_size}, "
+                                  f"got {self.nbest!r}" if most else
+                                  f"must be a positive number of samples, got {self.nbest!r}")
+        if not _finite(self.length_penalty) or self.length_penalty < 0:
+            raise OptionError("length_penalty", f"must be a non-negative number, got {self.length_penalty!r}")
+        if self.max_len_a is not None and (not _finite(self.max_len_a) or self.max_len_a < 0):
+            raise OptionError("max_len_a", f"must be a non-negative number, got {self.max_len_a!r}")
+        if not _is_int(self.max_len_b):
+            raise OptionError("max_len_b", f"must be an integer, got {self.max_len_b!r}")
+        if self.max_len is not None and (not _is_int(self.max_len) or self.max_len < 1):
+            raise OptionError("max_len", f"must be positive, got {self.max_len!r}")
+
+    def _check_sampling(self) -> None:
+        if not isinstance(self.sampling, bool):
+            raise OptionError("sampling", f"must be true or false, got {self.sampling!r}")
+        if not _is_int(self.sampling_topk) or self.sampling_topk < 0:
+            raise OptionError("sampling_topk", f"must be a non-negative integer (0: no cut), got {self.sampling_topk!r}")
+        if not _finite(self.sampling_topp) or not 0 < self.sampling_topp <= 1:
+            raise OptionError("sampling_topp", f"must be in (0, 1] (1: no cut), got {self.sampling_topp!r}")
+        if not _finite(self.temperature) or self.temperature <= 0:
+            raise OptionError("temperature", f"must be a positive number, got {self.temperature!r}")
+        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
+            raise OptionError("seed", f"must be a non-negative integer, got {self.seed!r}")
+        if self.sampling:
+            if self.beam_size != 1:
+                raise OptionError("beam_size", "sampling draws every token of a sample by chance and "
+                                  f"keeps no beam: it needs beam size 1, got {self.beam_size}")
+            return
+        unused = {"sampling_topk": (self.sampling_topk, SAMPLING_TOPK),
+                  "sampling_topp": (self.sampling_topp, SAMPLING_TOPP),
+                  "temperature": (self.temperature, TEMPERATURE), "seed": (self.seed, None)}
+        for name, (value, off) in unused.items():
+            if value != off:
+                raise OptionError(name, f"applies to sampling only, and sampling is off (got {value!r})")
+
+    def _check_steering(self) -> None:
+        if self.target_prefix is not None and not isinstance(self.target_prefix, str):
+            raise OptionError("target_prefix", f"must be text, got {type(self.target_prefix).__name__}")
+        if not _is_int(self.no_repeat_ngram) or self.no_repeat_ngram < 0:
+            raise OptionError("no_repeat_ngram", f"must be a non-negative integer (0: off), got {self.no_repeat_ngram!r}")
+        if not _finite(self.repetition_penalty) or self.repetition_penalty <= 0:
+            raise OptionError("repetition_penalty", f"must be a positive number (1: off), got {self.repetition_penalty!r}")

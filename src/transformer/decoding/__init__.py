@@ -1,7 +1,8 @@
-"""Greedy and beam search decoding, and their fast path (:class:`FastDecoder`)."""
+"""Greedy decoding, sampling and beam search, and their fast path (:class:`FastDecoder`)."""
 
 from transformer.decoding.beam import BeamState, beam_search
+from transformer.decoding.common import Hypothesis
 from transformer.decoding.fast_decoder import FastDecoder
-from transformer.decoding.greedy import greedy_decode
+from transformer.decoding.greedy import greedy_decode, sample_decode
 
-__all__ = ["BeamState", "FastDecoder", "beam_search", "greedy_decode"]
+__all__ = ["BeamState", "FastDecoder", "Hypothesis", "beam_search", "greedy_decode", "sample_decode"]

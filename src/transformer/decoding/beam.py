@@ -12,6 +12,11 @@ extensions that do not end in EOS stay live, and the self-attention caches are r
 follow them. A sentence is done once its pool holds K finished hypotheses and its best live
 hypothesis, were it to end now, would score no better than the n-th best of the pool (n: the
 n-best asked for, else 1; so ``beam_size=1`` is greedy decoding); done sentences leave the batch. The result is the pool sorted by score.
+A target prefix is forced through the same steps (:mod:`transformer.decoding.steering`: while a
+sentence is within its prefix, its beams may only take the prefix's token, at no cost), and the
+repetition guards act on the log-probabilities before the ranking, as Hugging Face's beam search
+applies them (:mod:`transformer.decoding.guards`); the model's own log-probability of each
+hypothesis is kept beside its score.
 The decoder (a :mod:`transformer.decoding.session`) follows the chosen hypotheses: in the fast path
 the beams of a sentence share one row of encoder memory and of cross-attention keys, reordered
 only when sentences leave the batch, and the self-attention caches move slot numbers, not keys.
@@ -20,21 +25,25 @@ only when sentences leave the batch, and the self-attention caches move slot num
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from transformer.decoding.common import (
+    Hypothesis,
     Seq2SeqModel,
     checked_limits,
     evaluation_mode,
     mask_forbidden_,
     strip_padding,
+    top_candidates,
     vocabulary_chunk,
 )
 from transformer.decoding.fast_decoder import FastDecoder
 from transformer.decoding.session import Session, open_session
+from transformer.decoding.steering import Steering, TargetPrefix, check_guards
 
 
 @dataclass
@@ -43,9 +52,14 @@ class BeamState:
 
     rows: Tensor  # (N,) long: the batch row of each sentence still searching
     alive_tokens: Tensor  # (N, K, L) long: ids of the live hypotheses, PAD beyond the current step
-    alive_log_probs: Tensor  # (N, K) float32: their log-probabilities
+    alive_log_probs: Tensor  # (N, K) float32: their log-probabilities (after the guards)
     finished_tokens: Tensor  # (B, K, L) long: ids of finished hypotheses without EOS, PAD-padded
     finished_scores: Tensor  # (B, K) float32: their length-penalised scores, sorted; -inf = empty
+    finished_log_probs: Tensor  # (B, K) float32: the model's log-probability of each (no guard)
+    finished_lengths: Tensor  # (B, K) long: the tokens that counts (after the prefix, EOS included)
+    # (N, K) float32: the model's log-probabilities of the live hypotheses, where the guards make
+    # them differ from alive_log_probs (None: they are alive_log_probs)
+    alive_model_log_probs: Tensor | None = None
 
 
 def gnmt_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -62,43 +76,9 @@ def initial_state(src: Tensor, *, steps: int, beam_size: int, pad_id: int) -> Be
         alive_log_probs=torch.zeros(b, 1, device=src.device),
         finished_tokens=src.new_full((b, beam_size, steps), pad_id),
         finished_scores=torch.full((b, beam_size), -math.inf, device=src.device),
+        finished_log_probs=torch.full((b, beam_size), -math.inf, device=src.device),
+        finished_lengths=torch.zeros((b, beam_size), dtype=torch.long, device=src.device),
     )
-
-
-def top_candidates(
-    log_probs: Tensor, alive_log_probs: Tensor, count: int, *, chunk: int | None = None
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The ``count`` best one-token extensions of each sentence's live hypotheses.
-
-    ``log_probs`` (N, K, V) next-token log-probabilities, ``alive_log_probs`` (N, K). Returns
-    their total log-probabilities (N, C), the beam each extends (N, C) and the token (N, C),
-    best first.
-
-    Ranking all K * V extensions at once (``topk`` over rows of 40,000 for beam 5 and 8,000
-    tokens) is slow on a CPU, so they are ranked in two rounds, exactly: the vocabulary of each
-    hypothesis is cut into chunks of ``chunk`` tokens (:func:`vocabulary_chunk` chooses one), and
-    only the ``count`` chunks with the best maxima are searched, since any extension among the
-    best ``count`` lies in one of them (were its chunk not among them, ``count`` better chunk
-    maxima would be ``count`` better extensions). ``chunk`` must divide V; without a chunk (a
-    small or prime vocabulary) all extensions are ranked at once.
-    """
-    n, k, v = log_probs.shape
-    count = min(count, k * v)
-    if chunk is not None and (chunk < 1 or v % chunk):
-        raise ValueError(f"chunk={chunk} does not divide the vocabulary size {v}")
-    if chunk is None or k * (v // chunk) <= count:
-        total = (alive_log_probs[:, :, None] + log_probs).view(n, k * v)  # (N, K * V)
-        scores, flat = total.topk(count, dim=1)  # (N, C)
-        return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
-    per_row = v // chunk  # M chunks per hypothesis
-    maxima = log_probs.view(n, k, per_row, chunk).amax(dim=-1) + alive_log_probs[:, :, None]  # (N, K, M)
-    _, best = maxima.view(n, k * per_row).topk(count, dim=1)  # (N, C): chunk ids in the sentence
-    values = log_probs.view(n, k * per_row, chunk).gather(1, best[:, :, None].expand(-1, -1, chunk))  # (N, C, chunk)
-    beams = torch.div(best, per_row, rounding_mode="floor")  # (N, C)
-    values = values + alive_log_probs.gather(1, beams)[:, :, None]
-    scores, picked = values.view(n, count * chunk).topk(count, dim=1)  # (N, C)
-    flat = best.gather(1, torch.div(picked, chunk, rounding_mode="floor")) * chunk + picked % chunk
-    return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
 
 
 def gather_beams(x: Tensor, beams: Tensor) -> Tensor:
@@ -116,14 +96,18 @@ def extend(tokens: Tensor, beams: Tensor, new_tokens: Tensor, step: int) -> Tens
 
 
 def merge_finished(
-    pool_tokens: Tensor, pool_scores: Tensor, new_tokens: Tensor, new_scores: Tensor
-) -> tuple[Tensor, Tensor]:
+    pool_tokens: Tensor, pool_scores: Tensor, new_tokens: Tensor, new_scores: Tensor,
+    *carried: tuple[Tensor, Tensor],
+) -> tuple[Tensor, ...]:
     """Keep the K best of a finished pool (N, K, L)/(N, K) and new finished hypotheses
-    (N, C, L)/(N, C) (-inf scores are not hypotheses). Returns the new pool, best first."""
+    (N, C, L)/(N, C) (-inf scores are not hypotheses). ``carried``: pairs (pool (N, K, ...), new
+    (N, C, ...)) of what else each hypothesis holds, kept alongside. Returns the new pool's
+    tokens, scores and carried values, best first."""
     k = pool_scores.size(1)
     scores = torch.cat([pool_scores, new_scores], dim=1)  # (N, K + C)
     best, index = scores.topk(k, dim=1)  # (N, K)
-    return gather_beams(torch.cat([pool_tokens, new_tokens], dim=1), index), best
+    kept = [gather_beams(torch.cat([pool, new], dim=1), index) for pool, new in carried]
+    return gather_beams(torch.cat([pool_tokens, new_tokens], dim=1), index), best, *kept
 
 
 def select_live(scores: Tensor, ends_eos: Tensor, beam_size: int) -> tuple[Tensor, Tensor]:
@@ -147,61 +131,86 @@ def beam_step(
     at_limit: Tensor,
     chunk: int | None = None,
     wanted: int = 1,
+    model_log_probs: Tensor | None = None,
+    length: Tensor | None = None,
 ) -> tuple[BeamState, Tensor, Tensor]:
     """Advance the search by one token.
 
-    ``log_probs`` (N, K, V) are the next-token log-probabilities of the live hypotheses,
-    ``at_limit`` (N,) marks sentences whose length limit this step reaches. Returns the new state,
-    the beam each new live hypothesis extends as a row of the old (N * K) batch, (N * K',), and
-    which sentences are done (N,). Sentences are not removed here. ``chunk``: as in
-    :func:`top_candidates`; ``wanted``: how many of the best finished hypotheses the caller keeps
-    (its n-best), the ones a live hypothesis must be unable to displace for the search to end.
+    ``log_probs`` (N, K, V) are the next-token log-probabilities of the live hypotheses (after
+    any guard: what is ranked), ``at_limit`` (N,) marks sentences whose length limit this step
+    reaches. Returns the new state, the beam each new live hypothesis extends as a row of the old
+    (N * K) batch, (N * K',), and which sentences are done (N,). Sentences are not removed here.
+    ``chunk``: as in :func:`top_candidates`; ``wanted``: how many of the best finished
+    hypotheses the caller keeps (its n-best), the ones a live hypothesis must be unable to
+    displace for the search to end. ``model_log_probs`` (N, K, V): the model's own, where the
+    guards changed ``log_probs`` (None: the same). ``length`` (N,): the tokens a hypothesis
+    ending now counts, for the length penalty and its log-probability (None: ``step + 1``; less
+    after a target prefix).
     """
     n, k_old, _ = log_probs.shape
     scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size, chunk=chunk)  # (N, C)
+    model_scores = scores if model_log_probs is None else _model_totals(state, model_log_probs, beams, tokens)
+    penalty = gnmt_penalty(step + 1 if length is None else length, alpha)  # a number, or (N,)
     ends_eos = tokens == eos_id  # (N, C)
     # only EOS among the top K counts (so beam 1 is greedy); at the limit all of the top K finish
     top_k = torch.arange(scores.size(1), device=scores.device) < beam_size  # (C,)
     finishing = top_k & (ends_eos | at_limit[:, None]) & (scores > -math.inf)  # (N, C)
-    finished_tokens, finished_scores = state.finished_tokens, state.finished_scores
+    # the finished pools: tokens, scores, the model's log-probabilities, lengths (B, K, ...)
+    fin = (state.finished_tokens, state.finished_scores, state.finished_log_probs, state.finished_lengths)
     if bool(finishing.any()):
-        new_scores = torch.where(finishing, scores / gnmt_penalty(step + 1, alpha), -math.inf)
+        column = penalty[:, None] if isinstance(penalty, Tensor) else penalty
+        new_scores = torch.where(finishing, scores / column, -math.inf)
         new_tokens = extend(state.alive_tokens, beams, tokens.masked_fill(ends_eos, pad_id), step)
-        pool_tokens, pool_scores = merge_finished(
-            finished_tokens[state.rows], finished_scores[state.rows], new_tokens, new_scores
-        )
-        finished_tokens = finished_tokens.index_put((state.rows,), pool_tokens)
-        finished_scores = finished_scores.index_put((state.rows,), pool_scores)
+        lengths = torch.full_like(tokens, step + 1) if length is None else length[:, None].expand_as(tokens)  # (N, C)
+        pool = merge_finished(fin[0][state.rows], fin[1][state.rows], new_tokens, new_scores,
+                              (fin[2][state.rows], model_scores), (fin[3][state.rows], lengths))
+        fin = tuple(old.index_put((state.rows,), new) for old, new in zip(fin, pool, strict=True))
     live, live_scores = select_live(scores, ends_eos, beam_size)  # (N, K) each, best first
     # Done when the pool is full and the best live hypothesis, were it to end now, would not be
     # among the ``wanted`` best finished (as Hugging Face's default, early_stopping=False, with the
     # pool's worst). A full pool alone is not enough: unlikely hypotheses that end early can fill
     # it while a far likelier one is still growing.
-    pool = finished_scores[state.rows]  # (N, K), best first
-    full = (pool > -math.inf).all(dim=1)  # (N,)
-    best_live = live_scores[:, 0] / gnmt_penalty(step + 1, alpha)  # (N,)
-    done = (full & (best_live <= pool[:, min(wanted, pool.size(1)) - 1])) | at_limit  # (N,)
+    pool_scores = fin[1][state.rows]  # (N, K), best first
+    full = (pool_scores > -math.inf).all(dim=1)  # (N,)
+    best_live = live_scores[:, 0] / penalty  # (N,)
+    done = (full & (best_live <= pool_scores[:, min(wanted, pool_scores.size(1)) - 1])) | at_limit  # (N,)
 
     live_beams = beams.gather(1, live)  # (N, K)
     state = BeamState(
         rows=state.rows,
         alive_tokens=extend(state.alive_tokens, live_beams, tokens.gather(1, live), step),
         alive_log_probs=live_scores,
-        finished_tokens=finished_tokens,
-        finished_scores=finished_scores,
+        finished_tokens=fin[0],
+        finished_scores=fin[1],
+        finished_log_probs=fin[2],
+        finished_lengths=fin[3],
+        alive_model_log_probs=None if model_log_probs is None else model_scores.gather(1, live),
     )
     offsets = torch.arange(n, device=beams.device)[:, None] * k_old  # (N, 1)
     return state, (offsets + live_beams).view(-1), done
 
 
+def _model_totals(state: BeamState, model_log_probs: Tensor, beams: Tensor, tokens: Tensor) -> Tensor:
+    """The model's log-probabilities (N, C) of candidates that extend ``beams`` (N, C) by
+    ``tokens`` (N, C), from ``model_log_probs`` (N, K, V)."""
+    alive = state.alive_log_probs if state.alive_model_log_probs is None else state.alive_model_log_probs
+    n, _, v = model_log_probs.shape
+    step = model_log_probs.view(n, -1).gather(1, beams * v + tokens)  # (N, C)
+    return alive.gather(1, beams) + step
+
+
 def keep_sentences(state: BeamState, keep: Tensor) -> BeamState:
     """Drop the sentences that are done: keep positions ``keep`` (N',) of the live ones."""
+    alive_model = state.alive_model_log_probs
     return BeamState(
         rows=state.rows[keep],
         alive_tokens=state.alive_tokens[keep],
         alive_log_probs=state.alive_log_probs[keep],
         finished_tokens=state.finished_tokens,
         finished_scores=state.finished_scores,
+        finished_log_probs=state.finished_log_probs,
+        finished_lengths=state.finished_lengths,
+        alive_model_log_probs=None if alive_model is None else alive_model[keep],
     )
 
 
@@ -222,7 +231,11 @@ def beam_search(
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
     precision: str = "fp32",
-) -> list[list[int]] | list[list[tuple[list[int], float]]]:
+    prefixes: Sequence[Sequence[int]] | None = None,
+    no_repeat_ngram: int = 0,
+    repetition_penalty: float = 1.0,
+    hypotheses: bool = False,
+) -> list[list[int]] | list[list[tuple[list[int], float]]] | list[list[Hypothesis]]:
     """Beam search translations of ``src`` (B, S), source ids padded with the model's pad id.
 
     Returns the best target ids per row, without BOS and EOS; with ``nbest=k`` (k <= beam_size),
@@ -230,10 +243,14 @@ def beam_search(
     fewer hypotheses), the score being the log-probability divided by
     ``((5 + length) / 6) ** length_penalty`` (length in tokens, EOS included).
     ``max_len``, ``max_len_a``/``max_len_b``, ``min_len``, ``use_cache``, ``pack_weights``,
-    ``decoder`` and ``precision`` work as in
-    :func:`transformer.decoding.greedy_decode`. Runs in evaluation mode under
-    ``torch.inference_mode``.
+    ``decoder``, ``precision``, ``prefixes``, ``no_repeat_ngram`` and ``repetition_penalty`` work
+    as in :func:`transformer.decoding.greedy_decode` (with a prefix, the length and the
+    log-probability count the tokens after it; with a guard, the score is the guarded
+    log-probability's). ``hypotheses``: return the ``nbest`` (or 1) best of each row as
+    :class:`~transformer.decoding.common.Hypothesis` (with the model's log-probability) instead.
+    Runs in evaluation mode under ``torch.inference_mode``.
     """
+    check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
     limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
                             min_len=min_len)  # (B,)
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
@@ -243,15 +260,25 @@ def beam_search(
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a non-negative number, got {length_penalty!r}")
     pad_id = model.config.pad_id
+    prefix = TargetPrefix.of(prefixes, rows=src.size(0), pad_id=pad_id, device=src.device)
+    if prefix is not None:
+        limits = prefix.limits(limits, model_max_len=model.config.max_len)
+    steering = Steering(prefix=prefix, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
     with torch.inference_mode(), evaluation_mode(model):
         session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights,
                                decoder=decoder, precision=precision)
         state = _search(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
                         beam_size=beam_size, alpha=length_penalty, min_len=min_len,
-                        wanted=nbest or 1)
+                        wanted=nbest or 1, steering=steering)
     count = 1 if nbest is None else nbest
     tokens = strip_padding(state.finished_tokens[:, :count].flatten(0, 1).tolist(), pad_id=pad_id)
     scores = state.finished_scores[:, :count].flatten().tolist()
+    if hypotheses:
+        log_probs = state.finished_log_probs[:, :count].flatten().tolist()
+        lengths = state.finished_lengths[:, :count].flatten().tolist()
+        return [[Hypothesis(tokens[i], scores[i], log_probs[i], lengths[i])
+                 for i in range(row * count, (row + 1) * count) if scores[i] > -math.inf]
+                for row in range(src.size(0))]
     if nbest is None:
         return tokens
     return [
@@ -272,16 +299,20 @@ def _search(
     alpha: float,
     min_len: int,
     wanted: int = 1,
+    steering: Steering | None = None,
 ) -> BeamState:
     """The search loop; returns the final state, whose finished pools hold the results."""
+    steering = steering or Steering()
     steps = int(limits.max())
     state = initial_state(src, steps=steps, beam_size=beam_size, pad_id=pad_id)
     chunk: int | None = None  # for top_candidates, chosen on the first step
     for t in range(steps):
         n, k = state.alive_log_probs.shape
-        if session.needs_prefix:
+        if session.needs_prefix or steering.guards:
             bos = src.new_full((n * k, 1), bos_id)
-            tokens = torch.cat([bos, state.alive_tokens[:, :, :t].reshape(n * k, t)], dim=1)  # (N * K, t + 1)
+            history = torch.cat([bos, state.alive_tokens[:, :, :t].reshape(n * k, t)], dim=1)  # (N * K, t + 1)
+        if session.needs_prefix:
+            tokens = history
         elif t == 0:
             tokens = src.new_full((n, 1), bos_id)  # (N, 1)
         else:
@@ -291,10 +322,17 @@ def _search(
         if t == 0:
             chunk = vocabulary_chunk(log_probs.size(-1))  # once per search: the vocabulary is fixed
         mask_forbidden_(log_probs, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
+        model_log_probs, length = None, None
+        if steering.guards:  # rank by the guarded log-probabilities, keep the model's beside them
+            model_log_probs, log_probs = log_probs, steering.guard(log_probs.view(n * k, -1), history).view(n, k, -1)
+        if steering.prefix is not None:
+            log_probs, model_log_probs = _forced(steering.prefix, state.rows, t, log_probs, model_log_probs)
+            length = (t + 1 - steering.prefix.lengths[state.rows]).clamp(min=1)  # (N,)
         at_limit = limits[state.rows] == t + 1  # (N,)
         state, index, done = beam_step(
             state, log_probs, step=t, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
             pad_id=pad_id, at_limit=at_limit, chunk=chunk, wanted=wanted,
+            model_log_probs=model_log_probs, length=length,
         )  # index (N * K,) rows of the old batch that the new live hypotheses extend
         keep = None
         if bool(done.any()):
@@ -305,3 +343,13 @@ def _search(
             index = index.view(n, -1)[keep].view(-1)  # (N' * K,)
         session.select(index, keep=keep, beams=state.alive_log_probs.size(1))
     return state
+
+
+def _forced(prefix: TargetPrefix, rows: Tensor, step: int, log_probs: Tensor,
+            model_log_probs: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """Both kinds of log-probabilities (N, K, V) with the prefix's token forced where a sentence
+    of ``rows`` (N,) is still within its prefix."""
+    if step >= prefix.longest:
+        return log_probs, model_log_probs
+    forced = prefix.force_beams(log_probs, rows, step)
+    return forced, None if model_log_probs is None else prefix.force_beams(model_log_probs, rows, step)

@@ -1,5 +1,6 @@
-"""Pieces that greedy decoding and beam search share: argument checks, output-length limits,
-masking of tokens that may not be produced, and evaluation mode for the duration of a search.
+"""Pieces that greedy decoding, sampling and beam search share: argument checks, output-length
+limits, masking of tokens that may not be produced, evaluation mode for the duration of a search,
+and the :class:`Hypothesis` they return when asked for scores.
 
 Shapes: B batch (sentences), S source length, R rows being decoded, V target vocabulary.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -16,6 +18,27 @@ from torch import Tensor, nn
 
 from transformer.decoding import thresholds as _thresholds
 from transformer.model.kv_cache import DecoderCache
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One translation a search found. ``ids``: target ids without BOS and EOS (a target prefix
+    included). ``log_prob``: the model's log-probability of the tokens it chose after the prefix,
+    EOS included: the sum of their log-softmax under the model's own logits, before any
+    temperature, cut, repetition guard or length penalty (what forced decoding of ``ids`` gives,
+    the prefix's tokens aside); ``tokens``: how many tokens that sums over. ``score``: what the
+    search ranked by (beam search: the guarded log-probability over the GNMT length penalty;
+    greedy decoding and sampling: ``log_prob``)."""
+
+    ids: list[int]
+    score: float
+    log_prob: float
+    tokens: int
+
+    @property
+    def log_prob_per_token(self) -> float:
+        """``log_prob / tokens`` (0 when no token was chosen)."""
+        return self.log_prob / self.tokens if self.tokens else 0.0
 
 
 class Seq2SeqModel(Protocol):
@@ -166,3 +189,39 @@ def argmax_rows(scores: Tensor, chunk: int | None, *, min_scores: int | None = N
     best = chunks.amax(dim=-1).argmax(dim=-1)  # (R,): the chunk of each row's first maximum
     within = chunks.gather(1, best[:, None, None].expand(rows, 1, chunk)).squeeze(1).argmax(dim=-1)
     return best * chunk + within  # (R,)
+
+
+def top_candidates(
+    log_probs: Tensor, alive_log_probs: Tensor, count: int, *, chunk: int | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The ``count`` best one-token extensions of each sentence's live hypotheses.
+
+    ``log_probs`` (N, K, V) next-token log-probabilities, ``alive_log_probs`` (N, K). Returns
+    their total log-probabilities (N, C), the beam each extends (N, C) and the token (N, C),
+    best first.
+
+    Ranking all K * V extensions at once (``topk`` over rows of 40,000 for beam 5 and 8,000
+    tokens) is slow on a CPU, so they are ranked in two rounds, exactly: the vocabulary of each
+    hypothesis is cut into chunks of ``chunk`` tokens (:func:`vocabulary_chunk` chooses one), and
+    only the ``count`` chunks with the best maxima are searched, since any extension among the
+    best ``count`` lies in one of them (were its chunk not among them, ``count`` better chunk
+    maxima would be ``count`` better extensions). ``chunk`` must divide V; without a chunk (a
+    small or prime vocabulary) all extensions are ranked at once.
+    """
+    n, k, v = log_probs.shape
+    count = min(count, k * v)
+    if chunk is not None and (chunk < 1 or v % chunk):
+        raise ValueError(f"chunk={chunk} does not divide the vocabulary size {v}")
+    if chunk is None or k * (v // chunk) <= count:
+        total = (alive_log_probs[:, :, None] + log_probs).view(n, k * v)  # (N, K * V)
+        scores, flat = total.topk(count, dim=1)  # (N, C)
+        return scores, torch.div(flat, v, rounding_mode="floor"), flat % v
+    per_row = v // chunk  # M chunks per hypothesis
+    maxima = log_probs.view(n, k, per_row, chunk).amax(dim=-1) + alive_log_probs[:, :, None]  # (N, K, M)
+    _, best = maxima.view(n, k * per_row).topk(count, dim=1)  # (N, C): chunk ids in the sentence
+    values = log_probs.view(n, k * per_row, chunk).gather(1, best[:, :, None].expand(-1, -1, chunk))  # (N, C, chunk)
+    beams = torch.div(best, per_row, rounding_mode="floor")  # (N, C)
+    values = values + alive_log_probs.gather(1, beams)[:, :, None]
+    scores, picked = values.view(n, count * chunk).topk(count, dim=1)  # (N, C)
+    flat = best.gather(1, torch.div(picked, chunk, rounding_mode="floor")) * chunk + picked % chunk
+    return scores, torch.div(flat, v, rounding_mode="floor"), flat % v

@@ -1,20 +1,29 @@
-"""Batched greedy decoding: at each step every row takes its most probable next token.
+"""Batched greedy decoding and sampling: at each step every row takes its most probable next token
+(greedy), or draws it from the model's distribution (:func:`sample_decode`).
 
-Shapes: B batch (sentences), R rows still decoding (R <= B), S source length, T tokens produced so
-far, L the most tokens any row may produce, V target vocabulary, D d_model.
+Shapes: B batch (sentences), K samples per sentence, R rows still decoding (R <= B * K), S source
+length, T tokens produced so far, L the most tokens any row may produce, V target vocabulary, D
+d_model.
 
 With the key/value cache (the default) each step feeds only the newest token through the decoder;
 ``use_cache=False`` recomputes the whole prefix every step (the reference for tests and the
 benchmark). A row stops at EOS or at its length limit; finished rows leave the batch, so later
-steps only compute the rows still going, and the loop ends when no row is left.
+steps only compute the rows still going, and the loop ends when no row is left. A target prefix
+is forced through the same loop, and the repetition guards act on the logits before the choice
+(:mod:`transformer.decoding.steering`, :mod:`transformer.decoding.guards`). Samples of one
+sentence share its encoding and first step, and go their own ways from the first token on.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from transformer.decoding.common import (
+    Hypothesis,
     Seq2SeqModel,
     argmax_rows,
     checked_limits,
@@ -24,7 +33,9 @@ from transformer.decoding.common import (
     vocabulary_chunk,
 )
 from transformer.decoding.fast_decoder import FastDecoder
+from transformer.decoding.sampling import Sampler, uniform_streams
 from transformer.decoding.session import Session, open_session
+from transformer.decoding.steering import Steering, TargetPrefix, check_guards
 
 
 def greedy_decode(
@@ -41,7 +52,11 @@ def greedy_decode(
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
     precision: str = "fp32",
-) -> list[list[int]]:
+    prefixes: Sequence[Sequence[int]] | None = None,
+    no_repeat_ngram: int = 0,
+    repetition_penalty: float = 1.0,
+    hypotheses: bool = False,
+) -> list[list[int]] | list[Hypothesis]:
     """Greedy translations of ``src`` (B, S), a batch of source ids padded with the model's pad id.
 
     Returns one list of target ids per row, without BOS and EOS. A row produces at most
@@ -56,15 +71,119 @@ def greedy_decode(
     weights once (``pack_weights`` is then the decoder's). ``precision="int8"``: the decoder's
     linear layers and output projection multiply by int8 weights (a float32 model on a CPU; close
     to float32, not equal); a bf16 model is decoded in bf16 as it is.
+
+    ``prefixes``: one list of target ids per row that its output starts with (forced, not
+    decoded; its limit is raised to hold it and one more token). ``no_repeat_ngram`` and
+    ``repetition_penalty``: Hugging Face's repetition guards (:mod:`transformer.decoding.guards`).
+    ``hypotheses``: return one :class:`~transformer.decoding.common.Hypothesis` per row instead
+    (ids and the model's log-probability).
     """
+    check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
     limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
                             min_len=min_len)  # (B,)
+    prefix = TargetPrefix.of(prefixes, rows=src.size(0), pad_id=model.config.pad_id, device=src.device)
+    if prefix is not None:
+        limits = prefix.limits(limits, model_max_len=model.config.max_len)
+    steering = Steering(prefix=prefix, no_repeat_ngram=no_repeat_ngram,
+                        repetition_penalty=repetition_penalty, log_probs=hypotheses)
+    found = _decode(model, src, limits, steering, bos_id=bos_id, eos_id=eos_id, min_len=min_len,
+                    use_cache=use_cache, pack_weights=pack_weights, decoder=decoder, precision=precision)
+    return [row[0] for row in found] if hypotheses else [row[0].ids for row in found]
+
+
+def sample_decode(
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    seed: int,
+    keys: Sequence[object] | None = None,
+    samples: int = 1,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    max_len: int | None = None,
+    max_len_a: float | None = None,
+    max_len_b: int = 0,
+    min_len: int = 0,
+    use_cache: bool = True,
+    pack_weights: bool = True,
+    decoder: FastDecoder | None = None,
+    precision: str = "fp32",
+    prefixes: Sequence[Sequence[int]] | None = None,
+    no_repeat_ngram: int = 0,
+    repetition_penalty: float = 1.0,
+) -> list[list[Hypothesis]]:
+    """``samples`` translations of each row of ``src`` (B, S), each token drawn from the model's
+    distribution after ``temperature``, ``top_k`` (0: no cut) and ``top_p`` (1: no cut), as Hugging
+    Face's ``do_sample`` defines them (:mod:`transformer.decoding.sampling`). Returns per row its
+    samples as :class:`~transformer.decoding.common.Hypothesis`, most probable first.
+
+    The draws of row b come from ``seed`` and ``keys[b]`` alone (default: b), so a sentence
+    given the same key gets the same samples in any batch. ``top_k=1`` is greedy decoding (but
+    where the best logits tie exactly: top-k keeps ties). The other arguments are
+    :func:`greedy_decode`'s.
+    """
+    check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples must be a positive integer, got {samples!r}")
+    if not temperature > 0 or isinstance(top_k, bool) or top_k < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"temperature must be > 0, top_k >= 0 and 0 < top_p <= 1, got "
+                         f"{temperature!r}, {top_k!r}, {top_p!r}")
+    limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
+                            min_len=min_len)  # (B,)
+    prefix = TargetPrefix.of(prefixes, rows=src.size(0), pad_id=model.config.pad_id, device=src.device)
+    if prefix is not None:
+        limits = prefix.limits(limits, model_max_len=model.config.max_len)
+    keys = list(range(src.size(0))) if keys is None else list(keys)
+    if len(keys) != src.size(0):
+        raise ValueError(f"keys: {len(keys)} given for {src.size(0)} sentences")
+    chunk = vocabulary_chunk(model.config.tgt_vocab_size)  # type: ignore[attr-defined]
+    steering = Steering(
+        prefix=prefix, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty,
+        sampler=Sampler(temperature=float(temperature), top_k=top_k, top_p=float(top_p), chunk=chunk),
+        uniforms=uniform_streams(keys, seed=seed, samples=samples, steps=limits.tolist(),
+                                 device=src.device),
+        samples=samples, log_probs=True)
+    found = _decode(model, src, limits, steering, bos_id=bos_id, eos_id=eos_id, min_len=min_len,
+                    use_cache=use_cache, pack_weights=pack_weights, decoder=decoder, precision=precision)
+    return [sorted(row, key=lambda h: -h.log_prob) for row in found]
+
+
+def _decode(model: Seq2SeqModel, src: Tensor, limits: Tensor, steering: Steering, *, bos_id: int,
+            eos_id: int, min_len: int, use_cache: bool, pack_weights: bool,
+            decoder: FastDecoder | None, precision: str) -> list[list[Hypothesis]]:
+    """Open the session and run the loop; the K hypotheses of each row (log-probabilities 0 when
+    ``steering`` does not keep them)."""
     pad_id = model.config.pad_id
     with torch.inference_mode(), evaluation_mode(model):
         session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights,
                                decoder=decoder, precision=precision)
-        tokens = _greedy(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, min_len=min_len)
-    return strip_padding(tokens.tolist(), pad_id=pad_id)
+        tokens, log_probs, lengths = _greedy(session, src, limits, bos_id=bos_id, eos_id=eos_id,
+                                             pad_id=pad_id, min_len=min_len, steering=steering)
+    k = steering.samples
+    if steering.prefix is not None:  # a score counts the tokens after the prefix
+        lengths = lengths - steering.prefix.lengths.repeat_interleave(k)
+    ids = strip_padding(tokens.tolist(), pad_id=pad_id)
+    totals, counts = log_probs.tolist(), lengths.tolist()
+    found = [Hypothesis(ids[i], totals[i], totals[i], counts[i]) for i in range(len(ids))]
+    return [found[b * k : (b + 1) * k] for b in range(src.size(0))]
+
+
+@dataclass
+class _Rows:
+    """The rows still decoding (R of them) and what each carries."""
+
+    index: Tensor  # (R,) long: its row of the output, b * K + k
+    limits: Tensor  # (R,) long: the most tokens it may produce
+    history: Tensor  # (R, 1 + L) long: BOS, then its tokens; column t is the input at step t
+    log_probs: Tensor | None  # (R,) float32: the model's log-probability of its decoded tokens
+
+    def take(self, keep: Tensor) -> _Rows:
+        """Rows ``keep`` (R',) of these, in that order (repeats allowed)."""
+        return _Rows(self.index[keep], self.limits[keep], self.history[keep],
+                     None if self.log_probs is None else self.log_probs[keep])
 
 
 def _greedy(
@@ -76,39 +195,93 @@ def _greedy(
     eos_id: int,
     pad_id: int,
     min_len: int,
-) -> Tensor:
-    """The decoding loop; returns the produced ids (B, L), PAD where EOS or nothing was produced.
+    steering: Steering,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The decoding loop; returns the produced ids (B * K, L), PAD where EOS or nothing was
+    produced, each row's log-probability (B * K,) (zeros unless ``steering.log_probs``) and how
+    many tokens it produced, EOS included (B * K,).
 
-    Each active row's input so far (BOS + produced) is one row of ``prefix``; a row is written to
-    the output only when it ends, so that a step costs few operator calls besides the model's."""
-    b = src.size(0)
+    A row is written to the output only when it ends, so that a step costs few operator calls
+    besides the model's."""
+    b, k = src.size(0), steering.samples
     steps = int(limits.max())
-    out = src.new_full((b, steps), pad_id)  # (B, L)
-    rows = torch.arange(b, device=src.device)  # (R,): the batch row of each active row
-    row_limits = limits  # (R,)
-    prefix = src.new_full((b, steps + 1), bos_id)  # (R, 1 + L): column t is the input at step t
-    next_limit = int(row_limits.min())  # the first step at which a row reaches its limit
+    out = src.new_full((b * k, steps), pad_id)  # (B * K, L)
+    found_log_probs = torch.zeros(b * k, device=src.device)  # (B * K,)
+    found_lengths = torch.zeros(b * k, dtype=torch.long, device=src.device)  # (B * K,)
+    tracked = torch.zeros(b, device=src.device) if steering.log_probs else None
+    rows = _Rows(torch.arange(b, device=src.device), limits, src.new_full((b, steps + 1), bos_id), tracked)
+    next_limit = int(limits.min())  # the first step at which a row reaches its limit
     chunk: int | None = None  # for argmax_rows, chosen on the first step
     for t in range(steps):
-        tokens = prefix[:, : t + 1] if session.needs_prefix else prefix[:, t : t + 1]  # (R, t + 1 or 1)
+        tokens = rows.history[:, : t + 1] if session.needs_prefix else rows.history[:, t : t + 1]
         logits = session.step(tokens)  # (R, V)
-        scores = mask_forbidden_(logits, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
         if t == 0:
-            chunk = vocabulary_chunk(scores.size(-1))
-        next_ids = argmax_rows(scores, chunk)  # (R,)
-        prefix[:, t + 1] = next_ids
+            chunk = vocabulary_chunk(logits.size(-1))
+            if k > 1:  # a sentence's samples share its first step, then go their own ways
+                expand = torch.arange(b, device=src.device).repeat_interleave(k)  # (B * K,)
+                logits, rows = logits[expand], rows.take(expand)
+                rows.index = torch.arange(b * k, device=src.device)
+                session.select(expand, keep=expand, beams=1)
+        next_ids, log_probs = _choose(logits, rows, t, steering=steering, chunk=chunk,
+                                      pad_id=pad_id, eos_id=eos_id, min_len=min_len)  # (R,) each
+        rows.history[:, t + 1] = next_ids
+        if rows.log_probs is not None:
+            rows.log_probs += log_probs
         ended = next_ids == eos_id  # (R,)
         at_limit = t + 1 == next_limit  # some row reaches its limit now
         if at_limit:
-            ended |= row_limits == t + 1
+            ended |= rows.limits == t + 1
         if at_limit or bool(ended.any()):  # at least one row ends
             done = ended.nonzero().squeeze(1)  # (E,)
-            produced = prefix[done, 1 : t + 2]  # (E, t + 1): EOS, when it ended them, last
-            out[rows[done], : t + 1] = produced.masked_fill(produced == eos_id, pad_id)
+            produced = rows.history[done, 1 : t + 2]  # (E, t + 1): EOS, when it ended them, last
+            out[rows.index[done], : t + 1] = produced.masked_fill(produced == eos_id, pad_id)
+            if rows.log_probs is not None:
+                found_log_probs[rows.index[done]] = rows.log_probs[done]
+                found_lengths[rows.index[done]] = t + 1
             keep = (~ended).nonzero().squeeze(1)  # (R',)
             if keep.numel() == 0:
                 break
-            rows, row_limits, prefix = rows[keep], row_limits[keep], prefix[keep]
+            rows = rows.take(keep)
             session.select(keep, keep=keep, beams=1)
-            next_limit = int(row_limits.min())
-    return out
+            next_limit = int(rows.limits.min())
+    return out, found_log_probs, found_lengths
+
+
+def _choose(logits: Tensor, rows: _Rows, step: int, *, steering: Steering, chunk: int | None,
+            pad_id: int, eos_id: int, min_len: int) -> tuple[Tensor, Tensor | None]:
+    """The next token of every row (R,) from its ``logits`` (R, V) (masked in place), and the
+    model's log-probability of it (R,), 0 where the prefix forced it (None: not kept)."""
+    sampler, tracked = steering.sampler, rows.log_probs is not None
+    # a plain draw (no temperature, cut or guard) computes the normaliser of the model's own
+    # distribution on the way, but for the tokens masked below: keep their logits
+    fused = tracked and sampler is not None and sampler.plain and not steering.guards
+    masked = logits[:, [pad_id, eos_id] if step < min_len else [pad_id]].float() if fused else None
+    # else the model's own distribution, before anything is masked or penalised (log_softmax
+    # then a gather: on a CPU some 2x faster than logsumexp, whose exp is not vectorised)
+    model = torch.log_softmax(logits.float(), dim=-1) if tracked and not fused else None  # (R, V)
+    scores = mask_forbidden_(logits, step=step, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
+    if steering.guards:
+        scores = steering.guard(scores, rows.history[:, : step + 1])  # a new tensor
+    total = None
+    if sampler is not None:
+        assert steering.uniforms is not None
+        uniforms = steering.uniforms[rows.index, step]  # (R,)
+        if fused:
+            next_ids, total = sampler.draw_plain(scores, uniforms)
+        else:
+            next_ids = sampler.draw(scores, uniforms)
+    else:
+        next_ids = argmax_rows(scores, chunk)  # (R,)
+    forced = None
+    if steering.prefix is not None and step < steering.prefix.longest:
+        sentences = torch.div(rows.index, steering.samples, rounding_mode="floor")  # (R,)
+        next_ids, forced = steering.prefix.force(next_ids, sentences, step)
+    if not tracked:
+        return next_ids, None
+    if model is not None:
+        log_probs = model.gather(1, next_ids[:, None]).squeeze(1)  # (R,)
+    else:  # the chosen logit is the model's (only PAD and a forbidden EOS were masked)
+        assert total is not None and masked is not None
+        total = torch.logaddexp(total, masked.double().logsumexp(-1))  # (R,): the masked ones back
+        log_probs = (logits.gather(1, next_ids[:, None]).squeeze(1).double() - total).float()
+    return next_ids, log_probs if forced is None else log_probs.masked_fill(forced, 0.0)

@@ -33,10 +33,10 @@ import torch
 from transformer.config.choices import ENGINES
 from transformer.config.decoding import DecodeOptions
 from transformer.data.padding import pad_rows
-from transformer.decoding.common import output_limits
+from transformer.decoding.common import Hypothesis, output_limits
 from transformer.errors import InputError
 from transformer.inference.engine_choice import CT2_COMPUTE_TYPES, CTRANSLATE2, TORCH, auto_engine
-from transformer.inference.translator import Candidates, Translator
+from transformer.inference.translator import Translator
 
 if TYPE_CHECKING:
     from transformer.model_dir import LoadedModel
@@ -173,15 +173,17 @@ class CTranslate2Translator(Translator):
                    bos_id=BOS_ID, eos_id=EOS_ID, options=options or loaded.record.decode_options(),
                    batch_size=batch_size, precision=precision, record=loaded.record)
 
-    def _decode(self, sources: list[list[int]]) -> list[Candidates]:
+    def _decode(self, sources: list[list[int]], *, prefixes: list[list[int]], keys: list[object],
+                seed: int, log_probs: bool = True) -> list[list[Hypothesis]]:
         """One batch (B id lists): CTranslate2's greedy or beam search within each sentence's
-        length limit, or ours for options it is not given."""
-        unmapped = tuple(unsupported_options(self.options))
+        length limit, or ours for options it is not given (and for target prefixes)."""
+        unmapped = tuple(unsupported_options(self.options)) + (("target prefixes",) if any(prefixes) else ())
+        ours = functools.partial(super()._decode, keys=keys, seed=seed, log_probs=log_probs)
         if unmapped:
             if unmapped not in self.fallbacks:
                 self.fallbacks.add(unmapped)
                 log.info("engine: ours for %s (CTranslate2 is not given them)", ", ".join(unmapped))
-            return super()._decode(sources)
+            return ours(sources, prefixes=prefixes)
         opt, config = self.options, self.model.config
         limits = output_limits(pad_rows(sources, pad_id=config.pad_id), pad_id=config.pad_id,
                                max_len=opt.max_len, max_len_a=opt.max_len_a,
@@ -189,36 +191,45 @@ class CTranslate2Translator(Translator):
         pieces = [[self.src_pieces[i] for i in (ids[:-1] if self.strip_eos and ids
                                                  and ids[-1] == self.eos_id else ids)]
                   for ids in sources]
-        out: list[Candidates] = [[] for _ in sources]
+        out: list[list[Hypothesis]] = [[] for _ in sources]
+        again: list[int] = []  # sentences decoded by ours instead
         if opt.beam_size == 1 and opt.nbest is None:
             # greedy is prefix-consistent: one call to the longest limit, each row cut to its own
-            found = self._search(pieces, beam=1, count=1, limit=max(limits))
+            # (a row that ran past its own limit is decoded again by ours, for its log-probability)
+            found = self._search(pieces, beam=1, count=1, limit=max(limits), scores=log_probs)
             for i, (rows, limit) in enumerate(zip(found, limits, strict=True)):
-                out[i] = [(rows[0][0][:limit], None)] if rows else []
+                if not rows:
+                    continue
+                ids, logp, ended = rows[0]
+                if log_probs and len(ids) + ended > limit:
+                    again.append(i)
+                    continue
+                out[i] = [Hypothesis(ids[:limit], logp, logp, min(len(ids), limit) + ended)]
         else:
             for limit in sorted(set(limits)):  # beam search is not: one call per limit
                 rows = [i for i, n in enumerate(limits) if n == limit]
                 found = self._search([pieces[i] for i in rows], beam=opt.beam_size,
-                                     count=opt.beam_size, limit=limit)
+                                     count=opt.beam_size, limit=limit, scores=True)
                 for i, candidates in zip(rows, found, strict=True):
                     out[i] = self._ranked(candidates)
         # CTranslate2 may produce PAD, which ours never does (it is not a word): those rare
         # sentences are decoded again by ours
-        again = [i for i, candidates in enumerate(out)
-                 if not candidates or any(config.pad_id in ids for ids, _ in candidates)]
+        again += [i for i, candidates in enumerate(out) if i not in again and
+                  (not candidates or any(config.pad_id in found.ids for found in candidates))]
         if again:
-            for i, candidates in zip(again, super()._decode([sources[i] for i in again]), strict=True):
+            redone = ours([sources[i] for i in again], prefixes=[[] for _ in again])
+            for i, candidates in zip(again, redone, strict=True):
                 out[i] = candidates
         return out
 
-    def _search(self, pieces: list[list[str]], *, beam: int, count: int,
-                limit: int) -> list[list[tuple[list[int], float, bool]]]:
+    def _search(self, pieces: list[list[str]], *, beam: int, count: int, limit: int,
+                scores: bool) -> list[list[tuple[list[int], float, bool]]]:
         """CTranslate2's ``count`` best hypotheses of each source by log-probability, without
         a length penalty: ``(ids without EOS, log-probability, ended by EOS)`` each."""
         results = self.ct2.translate_batch(
             pieces, beam_size=beam, num_hypotheses=count, length_penalty=0.0,
             max_decoding_length=limit, min_decoding_length=0, max_input_length=0,
-            return_scores=beam > 1, return_end_token=True)
+            return_scores=scores, return_end_token=True)
         unk, eos = self.tgt_ids.get("<unk>", 1), self.eos_id
         out = []
         for r in results:
@@ -231,12 +242,12 @@ class CTranslate2Translator(Translator):
             out.append(hypotheses)
         return out
 
-    def _ranked(self, hypotheses: list[tuple[list[int], float, bool]]) -> Candidates:
+    def _ranked(self, hypotheses: list[tuple[list[int], float, bool]]) -> list[Hypothesis]:
         """The hypotheses ranked by our score, the log-probability over the GNMT penalty of the
         length with EOS (CTranslate2's own penalty divides by length ** alpha, which ranks
         differently), best first, as many as asked for."""
         alpha = self.options.length_penalty
-        scored = [(ids, logp / ((5.0 + len(ids) + ended) / 6.0) ** alpha)
-                  for ids, logp, ended in hypotheses]
-        scored.sort(key=lambda pair: -pair[1])
+        scored = [Hypothesis(ids, logp / ((5.0 + len(ids) + ended) / 6.0) ** alpha, logp,
+                             len(ids) + ended) for ids, logp, ended in hypotheses]
+        scored.sort(key=lambda found: -found.score)
         return scored[: self.options.nbest or 1]

@@ -12,6 +12,12 @@ positions is cut at its best boundary (:func:`~transformer.inference.sentences.c
 source tokens) instead of being truncated, the pieces of all lines are translated as one batch
 (the translator groups them by length) and joined back per line with a space ("" for Chinese and
 Japanese targets). Line order and count are kept; an empty line gives an empty translation.
+
+A line with a target prefix (the translator's ``target_prefix``, or its own in ``prefixes``) is
+translated whole: its prefix starts the whole line's translation, which may span the line's
+sentences (a line too long for the model is still cut, and its first piece gets the prefix).
+When sampling, each piece's draws are keyed by its line number and its place in the line, so a
+line gets the same samples however the input is chunked or batched.
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ log = logging.getLogger(__name__)
 class LineTranslation(Translation):
     """One input line's translation. ``sentences``: how many it was translated as (0 for an empty
     line); ``cut``: how many of them were longer than the model's positions and were cut to fit.
-    With several sentences, ``score`` is the sum of theirs and the k-th n-best entry joins their
-    k-th candidates (not a true k-best of the line). ``alignments``: the line's (source word,
-    target word) pairs when the options ask for them (:mod:`transformer.inference.alignment`)."""
+    With several sentences, ``score``, ``log_prob`` and ``tokens`` are the sums of theirs and the
+    k-th n-best entry joins their k-th candidates (not a true k-best of the line).
+    ``alignments``: the line's (source word, target word) pairs when the options ask for them
+    (:mod:`transformer.inference.alignment`)."""
 
     sentences: int = 0
     cut: int = 0
@@ -52,21 +59,31 @@ def nth_sentence(text: str, number: int, *, lang: str = "en") -> tuple[str, list
 
 
 def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool = True,
-                    src_lang: str = "en", tgt_lang: str | None = None,
-                    first_line: int = 1) -> list[LineTranslation]:
+                    src_lang: str = "en", tgt_lang: str | None = None, first_line: int = 1,
+                    prefixes: Sequence[str | None] | None = None,
+                    keys: Sequence[object] | None = None) -> list[LineTranslation]:
     """Translate ``lines`` (each possibly several sentences); one :class:`LineTranslation` per
     line, in order. A line with a sentence cut to fit gets one warning naming it (numbered from
-    ``first_line``)."""
+    ``first_line``). ``prefixes``: one target prefix per line ("": none; None, or no list: the
+    translator's ``target_prefix``). ``keys``: what each line's random draws
+    follow when sampling (default: its number)."""
     limit = int(translator.model.config.max_len)
     tokenizer = translator.src_tokenizer
+    for name, given in (("prefixes", prefixes), ("keys", keys)):
+        if given is not None and len(given) != len(lines):
+            raise ValueError(f"{name}: {len(given)} given for {len(lines)} lines")
 
     def count(text: str) -> int:
         return len(tokenizer.encode(text))
 
     units: list[str] = []
+    unit_prefixes: list[str] = []  # each unit's own: a line's prefix goes to its first piece
+    unit_keys: list[tuple[object, int]] = []  # (line's key, piece): what a unit's draws follow
     spans: list[tuple[int, int, int, int]] = []  # (first unit, end unit, sentences, cut)
-    for number, line in enumerate(lines, start=first_line):
-        if split:
+    for i, (number, line) in enumerate(enumerate(lines, start=first_line)):
+        prefix = prefixes[i] if prefixes is not None and prefixes[i] is not None else None
+        prefix = (translator.options.target_prefix if prefix is None else prefix) or ""
+        if split and not prefix.strip():
             sentences = split_sentences(line, lang=src_lang)
         else:
             sentences = [line.strip()] if line.strip() else []
@@ -75,12 +92,15 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
             pieces = cut_to_fit(sentence, count=count, limit=limit)
             cut += len(pieces) > 1
             units.extend(pieces)
+        unit_prefixes.extend(prefix if u == start else "" for u in range(start, len(units)))
+        line_key = number if keys is None else keys[i]
+        unit_keys.extend((line_key, u - start) for u in range(start, len(units)))
         if cut:
             log.warning("line %d: %d sentence(s) longer than the model's %d source positions were "
                         "cut at clause or word boundaries and translated in pieces",
                         number, cut, limit)
         spans.append((start, len(units), len(sentences), cut))
-    found = translator.translate(units)
+    found = translator.translate(units, prefixes=unit_prefixes, keys=unit_keys)
     glue = joiner(tgt_lang)
     out = [_joined(found[a:b], glue, sentences=n, cut=cut) for a, b, n, cut in spans]
     if translator.options.alignments:
@@ -116,15 +136,25 @@ def stream_lines(translator: Translator, lines: Iterable[str], *, chunk_size: in
 
 
 def _joined(parts: Sequence[Translation], glue: str, *, sentences: int, cut: int) -> LineTranslation:
-    """The translations of one line's pieces as the line's translation."""
+    """The translations of one line's pieces as the line's translation: its log-probability is
+    the sum of theirs over the sum of their tokens (the pieces are translated independently)."""
     if len(parts) <= 1:
         one = parts[0] if parts else Translation("")
-        return LineTranslation(one.text, one.score, list(one.nbest), sentences=sentences, cut=cut)
+        return LineTranslation(one.text, one.score, list(one.nbest), one.log_prob, one.tokens,
+                               list(one.nbest_log_probs), sentences=sentences, cut=cut)
     scores = [p.score for p in parts]
     score = None if any(s is None for s in scores) else sum(scores)  # type: ignore[arg-type]
+    log_probs = [p.log_prob for p in parts]
+    log_prob = None if any(lp is None for lp in log_probs) else sum(log_probs)  # type: ignore[arg-type]
     nbest: list[tuple[str, float]] = []
+    nbest_log_probs: list[tuple[float, int]] = []
     for k in range(max(len(p.nbest) for p in parts)):
-        picks = [p.nbest[min(k, len(p.nbest) - 1)] for p in parts if p.nbest]
+        with_nbest = [p for p in parts if p.nbest]
+        picks = [p.nbest[min(k, len(p.nbest) - 1)] for p in with_nbest]
         nbest.append((glue.join(t for t, _ in picks if t), sum(s for _, s in picks)))
+        counted = [p.nbest_log_probs[min(k, len(p.nbest_log_probs) - 1)] for p in with_nbest
+                   if p.nbest_log_probs]
+        nbest_log_probs.append((sum(lp for lp, _ in counted), sum(n for _, n in counted)))
     text = glue.join(p.text for p in parts if p.text)
-    return LineTranslation(text, score, nbest, sentences=sentences, cut=cut)
+    return LineTranslation(text, score, nbest, log_prob, sum(p.tokens for p in parts),
+                           nbest_log_probs, sentences=sentences, cut=cut)

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from transformer.config.choices import INFERENCE_PRECISIONS
+from transformer.config.decoding import FLAGS, DecodeOptions, OptionError
 from transformer.errors import InputError
 from transformer.inference.classifier import Classifier
 from transformer.inference.engines import check_engine, precision_for_engine, translator_with_engine
@@ -51,8 +52,11 @@ def translator_for(loaded: LoadedModel, *, precision: str = "auto", batch_size: 
     """A :class:`Translator` over an already loaded translation model.
 
     ``options`` are fields of :class:`~transformer.config.decoding.DecodeOptions` (``beam_size``,
-    ``length_penalty``, ``nbest``, ``max_len_a``, ``max_len_b``, ``max_len``); one that is absent
-    or None takes the run's value (the length limits it trained with) or the paper's default.
+    ``length_penalty``, ``nbest``, ``max_len_a``, ``max_len_b``, ``max_len``, ``sampling``,
+    ``sampling_topk``, ``sampling_topp``, ``temperature``, ``seed``, ``target_prefix``,
+    ``no_repeat_ngram``, ``repetition_penalty``); one that is absent or None takes the run's value
+    (the length limits it trained with) or the default of
+    :mod:`transformer.config.decoding` (the paper's beam search; beam 1 with ``sampling``).
     ``precision``: ``auto`` (bf16 where this machine runs it natively and a probe of the model
     decodes faster in it, else fp32), ``fp32``, ``bf16`` (casts the weights) or ``int8`` (int8
     weights made once, on a CPU). ``engine``: ``auto`` (the faster for this model, precision and
@@ -67,8 +71,8 @@ def translator_for(loaded: LoadedModel, *, precision: str = "auto", batch_size: 
     try:
         decode = loaded.record.decode_options(
             **{name: value for name, value in options.items() if value is not None})
-    except ValueError as err:
-        raise InputError(str(err)) from None
+    except OptionError as err:
+        raise InputError(err.named(FLAGS)) from None
     try:
         translator = translator_with_engine(loaded, engine=engine, options=decode,
                                             batch_size=batch_size, precision=runs)
@@ -83,13 +87,18 @@ def translator_for(loaded: LoadedModel, *, precision: str = "auto", batch_size: 
 
 
 def _check_options(batch_size: int, options: dict[str, Any], engine: str = "auto") -> None:
-    """The checks that need no model, so that a bad value fails before a model is read."""
+    """The checks that need no model, so that a bad value fails before a model is read: the
+    options alone (a run's length limits aside), named by their flags."""
     check_engine(engine)
     if batch_size < 1:
         raise InputError(f"--batch-size must be positive, got {batch_size}")
-    beam_size, nbest = options.get("beam_size"), options.get("nbest")
-    if nbest is not None and beam_size is not None and not 1 <= nbest <= beam_size:
-        raise InputError(f"--nbest must be between 1 and --beam {beam_size}, got {nbest}")
+    unknown = sorted(set(options) - set(FLAGS))
+    if unknown:
+        raise InputError(f"unknown decoding option {unknown[0]!r} (known: {', '.join(FLAGS)})")
+    try:
+        DecodeOptions(**{name: value for name, value in options.items() if value is not None})
+    except OptionError as err:
+        raise InputError(err.named(FLAGS)) from None
 
 
 def classifier_for(loaded: LoadedModel, *, precision: str = "fp32") -> Classifier:

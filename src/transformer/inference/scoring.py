@@ -4,7 +4,7 @@ for filtering a corpus and reranking candidates (as Marian's scorer and fairseq'
 
     scorer = load_scorer("runs/m30k")
     scores = score_pairs(scorer, ["A dog runs."], ["Ein Hund rennt."])
-    scores[0].log_prob, scores[0].avg_log_prob, scores[0].tokens
+    scores[0].log_prob, scores[0].log_prob_per_token, scores[0].tokens
 
 A pair is read exactly as training reads it (:func:`~transformer.data.collation.collate_pairs`:
 ``tgt_in`` = BOS + target, ``tgt_out`` = target + EOS) and its score is
@@ -56,13 +56,13 @@ class PairScore:
     cut: bool = False
 
     @property
-    def avg_log_prob(self) -> float:
+    def log_prob_per_token(self) -> float:
         """``log_prob`` per target token (EOS included): comparable across target lengths."""
         return self.log_prob / self.tokens
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON fields of ``score --json`` and ``POST /v1/score``."""
-        return {"log_prob": self.log_prob, "avg_log_prob": self.avg_log_prob,
+        return {"log_prob": self.log_prob, "log_prob_per_token": self.log_prob_per_token,
                 "tokens": self.tokens, "source_cut": self.cut}
 
 

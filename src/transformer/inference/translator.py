@@ -5,6 +5,10 @@
     translator.translate(["A man rides a horse.", ""])   # -> [Translation(text=...), Translation("")]
     for t in translator.stream(sys.stdin_lines): ...    # lazily, chunk by chunk, in order
     translator.translate_ids([[17, 45, 9]])             # ids in, best ids out (validation, the demo)
+    translator.translate(["A man rides a horse."], prefixes=["Ein Mann"])   # forced starts
+
+Every translation carries the model's log-probability of its decoded tokens (after any target
+prefix, EOS included) and their count (:class:`~transformer.decoding.common.Hypothesis`).
 
 Shapes: B sentences in a batch, S longest source in it (token ids).
 """
@@ -12,6 +16,7 @@ Shapes: B sentences in a batch, S longest source in it (token ids).
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -21,25 +26,36 @@ from torch import nn
 from transformer.config.decoding import DecodeOptions
 from transformer.data.padding import pad_rows
 from transformer.decoding.beam import beam_search
+from transformer.decoding.common import Hypothesis
 from transformer.decoding.fast_decoder import decoder_for
-from transformer.decoding.greedy import greedy_decode
+from transformer.decoding.greedy import greedy_decode, sample_decode
+from transformer.errors import InputError
 
 if TYPE_CHECKING:
     from transformer.model_dir import LoadedModel, RunRecord, TextTokenizer
 
 log = logging.getLogger(__name__)
 
-Candidates = list[tuple[list[int], float | None]]  # (target ids, beam score or None), best first
-
 
 @dataclass
 class Translation:
-    """One input sentence's result: the best translation, its beam score (None for greedy or an
-    empty input) and, when n-best was asked for, every (translation, score) pair, best first."""
+    """One input sentence's result: the best translation, its score (beam search's; a sample's
+    log-probability; None for greedy decoding or an empty input) and, when n-best was asked for,
+    every (translation, score) pair, best first. ``log_prob``: the model's log-probability of the
+    tokens it decoded (after any target prefix, EOS included; None for an empty input),
+    ``tokens``: how many; ``nbest_log_probs``: (log-probability, tokens) of each n-best entry."""
 
     text: str
     score: float | None = None
     nbest: list[tuple[str, float]] = field(default_factory=list)
+    log_prob: float | None = None
+    tokens: int = 0
+    nbest_log_probs: list[tuple[float, int]] = field(default_factory=list)
+
+    @property
+    def log_prob_per_token(self) -> float | None:
+        """``log_prob / tokens``: the average log-probability of a decoded token (None without)."""
+        return None if self.log_prob is None or not self.tokens else self.log_prob / self.tokens
 
 
 def _one_line(text: str) -> str:
@@ -102,10 +118,21 @@ class Translator:
                    eos_id=EOS_ID, options=options or loaded.record.decode_options(),
                    batch_size=batch_size, precision=precision, record=loaded.record)
 
-    def translate(self, sentences: Sequence[str]) -> list[Translation]:
-        """Translate ``sentences``; one :class:`Translation` per sentence, in the same order."""
+    def translate(self, sentences: Sequence[str], *, prefixes: Sequence[str | None] | None = None,
+                  keys: Sequence[object] | None = None) -> list[Translation]:
+        """Translate ``sentences``; one :class:`Translation` per sentence, in the same order.
+
+        ``prefixes``: one target prefix per sentence ("": none; None, or no list: the options'
+        ``target_prefix``); each translation starts with its prefix as the target tokenizer
+        splits it. ``keys``: what identifies each sentence's random draws when
+        sampling (default: its place in ``sentences``; the same key and seed give the same
+        samples in any batch)."""
+        if prefixes is not None and len(prefixes) != len(sentences):
+            raise ValueError(f"prefixes: {len(prefixes)} given for {len(sentences)} sentences")
+        if keys is not None and len(keys) != len(sentences):
+            raise ValueError(f"keys: {len(keys)} given for {len(sentences)} sentences")
         out: list[Translation | None] = [None] * len(sentences)
-        todo: list[tuple[int, list[int]]] = []
+        todo: list[tuple[int, list[int], list[int]]] = []  # (place, source ids, prefix ids)
         limit = self.model.config.max_len
         for i, sentence in enumerate(sentences):
             ids = self.src_tokenizer.encode(sentence.strip()) if sentence.strip() else []
@@ -115,17 +142,33 @@ class Translator:
             if len(ids) > limit:
                 self.truncated += 1
                 ids = ids[:limit]
-            todo.append((i, ids))
-        for (i, _), candidates in zip(todo, self._candidates([ids for _, ids in todo]), strict=True):
+            own = None if prefixes is None else prefixes[i]
+            todo.append((i, ids, self.prefix_ids(self.options.target_prefix if own is None else own)))
+        found = self._candidates([ids for _, ids, _ in todo], prefixes=[p for _, _, p in todo],
+                                 keys=[i if keys is None else keys[i] for i, _, _ in todo])
+        for (i, _, _), candidates in zip(todo, found, strict=True):
             out[i] = self._translation(candidates)
         return out  # type: ignore[return-value]
+
+    def prefix_ids(self, prefix: str | None) -> list[int]:
+        """A target prefix as the target tokenizer splits it ([] for None or blank); InputError
+        when it leaves the model no position to decode."""
+        if not prefix or not prefix.strip():
+            return []
+        ids = self.tgt_tokenizer.encode(prefix.strip())
+        most = int(self.model.config.max_len) - 1
+        if len(ids) > most:
+            shown = prefix if len(prefix) <= 40 else prefix[:37] + "..."
+            raise InputError(f"target prefix {shown!r} is {len(ids)} tokens; this model decodes "
+                             f"at most {most} after a prefix")
+        return ids
 
     def translate_ids(self, sources: Sequence[Sequence[int]]) -> list[list[int]]:
         """The best target ids (without BOS/EOS) of each source id list, in input order; sources
         are cut to the model's positions."""
         limit = self.model.config.max_len
-        candidates = self._candidates([list(ids)[:limit] for ids in sources])
-        return [found[0][0] if found else [] for found in candidates]
+        candidates = self._candidates([list(ids)[:limit] for ids in sources], log_probs=False)
+        return [found[0].ids if found else [] for found in candidates]
 
     def stream(self, sentences: Iterable[str], *, chunk_size: int | None = None) -> Iterator[Translation]:
         """Translate an iterable lazily: ``chunk_size`` sentences (default ``batch_size``) are read,
@@ -141,11 +184,18 @@ class Translator:
         if chunk:
             yield from self.translate(chunk)
 
-    def _candidates(self, sources: list[list[int]]) -> list[Candidates]:
+    def _candidates(self, sources: list[list[int]], *, prefixes: list[list[int]] | None = None,
+                    keys: list[object] | None = None, log_probs: bool = True) -> list[list[Hypothesis]]:
         """Decode id lists in batches of similar length (so little goes to padding), with the
-        weights the translator's decoder packed once for all batches; results in input order."""
+        weights the translator's decoder packed once for all batches; results in input order.
+        ``prefixes``: target ids each output starts with; ``keys``: each source's key for its
+        random draws (default: its place); ``log_probs``: False when only the ids are wanted
+        (greedy decoding then skips a log-sum-exp a step)."""
+        prefixes = prefixes if prefixes is not None else [[] for _ in sources]
+        keys = keys if keys is not None else list(range(len(sources)))
+        seed = self.options.seed if self.options.seed is not None else secrets.randbelow(2**62)
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        out: list[Candidates] = [[] for _ in sources]
+        out: list[list[Hypothesis]] = [[] for _ in sources]
         bar = None
         if self.progress and len(order) > self.batch_size:
             from tqdm import tqdm
@@ -155,7 +205,8 @@ class Translator:
         try:
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
-                found = self._decode([sources[i] for i in chunk])
+                found = self._decode([sources[i] for i in chunk], prefixes=[prefixes[i] for i in chunk],
+                                     keys=[keys[i] for i in chunk], seed=seed, log_probs=log_probs)
                 for i, candidates in zip(chunk, found, strict=True):
                     out[i] = candidates
                 if bar is not None:
@@ -165,20 +216,38 @@ class Translator:
                 bar.close()
         return out
 
-    def _decode(self, sources: list[list[int]]) -> list[Candidates]:
-        """Decode the id lists of one batch: greedy (one candidate, no score) or beam search."""
+    def _decode(self, sources: list[list[int]], *, prefixes: list[list[int]], keys: list[object],
+                seed: int, log_probs: bool = True) -> list[list[Hypothesis]]:
+        """Decode the id lists of one batch: greedy, sampled or beam search, each source's
+        hypotheses best first."""
         src = pad_rows(sources, pad_id=self.model.config.pad_id).to(self.device)  # (B, S)
         opt = self.options
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len=opt.max_len,
                   max_len_a=opt.max_len_a, max_len_b=opt.max_len_b, decoder=self.decoder,
-                  precision=self.precision)
+                  precision=self.precision, prefixes=prefixes if any(prefixes) else None,
+                  no_repeat_ngram=opt.no_repeat_ngram, repetition_penalty=opt.repetition_penalty)
+        if opt.sampling:
+            return sample_decode(self.model, src, seed=seed, keys=keys, samples=opt.nbest or 1,
+                                 temperature=opt.temperature, top_k=opt.sampling_topk,
+                                 top_p=opt.sampling_topp, **kw)
         if opt.beam_size == 1 and opt.nbest is None:
-            return [[(ids, None)] for ids in greedy_decode(self.model, src, **kw)]
+            if not log_probs:
+                return [[Hypothesis(ids, 0.0, 0.0, 0)] for ids in greedy_decode(self.model, src, **kw)]  # type: ignore[union-attr]
+            return [[found] for found in greedy_decode(self.model, src, hypotheses=True, **kw)]
         return beam_search(self.model, src, beam_size=opt.beam_size, nbest=opt.nbest or 1,  # type: ignore[return-value]
-                           length_penalty=opt.length_penalty, **kw)
+                           length_penalty=opt.length_penalty, hypotheses=True, **kw)
 
-    def _translation(self, candidates: Candidates) -> Translation:
-        """Detokenized candidates: the best as the translation, all of them when n-best was asked."""
-        texts = [(_one_line(self.tgt_tokenizer.decode(ids)), score) for ids, score in candidates]
-        best_text, best_score = texts[0] if texts else ("", None)
-        return Translation(best_text, best_score, texts if self.options.nbest else [])  # type: ignore[arg-type]
+    def _translation(self, candidates: list[Hypothesis]) -> Translation:
+        """Detokenized candidates: the best as the translation, all of them when n-best was
+        asked. Greedy decoding has no score of its own (only its log-probability)."""
+        texts = [_one_line(self.tgt_tokenizer.decode(found.ids)) for found in candidates]
+        if not candidates:
+            return Translation("")
+        opt = self.options
+        greedy = not opt.sampling and opt.beam_size == 1 and opt.nbest is None
+        best = candidates[0]
+        return Translation(
+            texts[0], None if greedy else best.score,
+            [(text, found.score) for text, found in zip(texts, candidates, strict=True)] if opt.nbest else [],
+            log_prob=best.log_prob, tokens=best.tokens,
+            nbest_log_probs=[(found.log_prob, found.tokens) for found in candidates] if opt.nbest else [])

@@ -69,10 +69,13 @@ class ServedModel:
         return sum(min(len(tok.encode(t)), self.max_tokens) for t in texts if t.strip())
 
     def translate_batch(self, payloads: Sequence[tuple[Any, ...]]) -> list[list[LineTranslation]]:
-        """Several requests' texts decoded together: each payload is ``(texts, options)`` or
-        ``(texts, options, split)`` (split into sentences by default:
-        :func:`~transformer.decoding.paragraphs.translate_lines`); requests with equal options
-        share one translation call; one list of translations per request, in order."""
+        """Several requests' texts decoded together: each payload is ``(texts, options)``,
+        ``(texts, options, split)`` or ``(texts, options, split, prefixes)`` (split into sentences
+        by default: :func:`~transformer.inference.lines.translate_lines`; ``prefixes``: one target
+        prefix per text). Requests with equal options and split share one translation call,
+        whatever their prefixes; a text's random draws (sampling) follow its place in its own
+        request, so that they do not depend on the batch. One list of translations per request,
+        in order."""
         assert self.translator is not None
         groups: dict[tuple[DecodeOptions, bool], list[int]] = {}
         for i, (_, options, *rest) in enumerate(payloads):
@@ -83,8 +86,10 @@ class ServedModel:
             translator = copy.copy(self.translator)  # shares the packed decoder
             translator.options = options
             texts = [t for i in members for t in payloads[i][0]]
+            prefixes = [p for i in members for p in _prefixes_of(payloads[i])]
+            keys = [k for i in members for k in range(len(payloads[i][0]))]
             found = translate_lines(translator, texts, split=split, src_lang=src_lang,
-                                    tgt_lang=tgt_lang)
+                                    tgt_lang=tgt_lang, prefixes=prefixes, keys=keys)
             start = 0
             for i in members:
                 n = len(payloads[i][0])
@@ -129,6 +134,12 @@ class ServedModel:
             info["labels"] = list(self.classifier.label_names)
             info["multi_label"] = bool(self.classifier.multi_label)
         return info
+
+
+def _prefixes_of(payload: tuple[Any, ...]) -> list[str | None]:
+    """A payload's per-text target prefixes (None each: the options' own)."""
+    texts = payload[0]
+    return list(payload[3]) if len(payload) > 3 and payload[3] is not None else [None] * len(texts)
 
 
 def parse_model_specs(specs: Sequence[str]) -> dict[str, str]:

@@ -24,7 +24,12 @@ from transformer.serving.batcher import Batcher, DeadlineExpired, Overloaded
 from transformer.serving.errors import ApiError
 from transformer.serving.models import ServedModel
 from transformer.serving.reload import reload_changed
-from transformer.serving.schemas import AttentionRequest, ClassifyRequest, TranslateRequest
+from transformer.serving.schemas import (
+    REQUEST_FIELDS,
+    AttentionRequest,
+    ClassifyRequest,
+    TranslateRequest,
+)
 from transformer.serving.score import score
 from transformer.serving.state import checked, pick, server_state
 
@@ -115,29 +120,53 @@ async def reload(request: Request) -> dict[str, Any]:
     return await reload_changed(server_state(request))
 
 
+def _decoding_of(req: TranslateRequest, model: ServedModel) -> tuple[Any, list[str]]:
+    """A translate request's decoding options (the run's limits, then the request's) and its
+    per-text target prefixes; ApiError 422 naming the request's field for a bad combination."""
+    from transformer.config.decoding import OptionError
+
+    try:
+        options, prefixes = model.default_options(**req.decode_changes()), req.prefixes()
+    except OptionError as err:
+        raise ApiError(422, err.named(REQUEST_FIELDS)) from None
+    except ValueError as err:
+        raise ApiError(422, str(err)) from None
+    field = "target_prefix" if req.target_prefixes is None else "target_prefixes"
+    try:  # here, not in the batch: a bad prefix must fail its own request only
+        for prefix in set(prefixes):
+            model.translator.prefix_ids(prefix)  # type: ignore[union-attr]
+    except InputError as err:
+        raise ApiError(422, f"{field}: {err}") from None
+    return options, prefixes
+
+
+def _translation_row(t: Any, *, nbest: bool, alignments: bool) -> dict[str, Any]:
+    """One translation of a ``/v1/translate`` answer: text, scores, sentences (and n-best, and
+    word alignments)."""
+    row: dict[str, Any] = {"text": t.text, "score": t.score, "log_prob": t.log_prob,
+                           "log_prob_per_token": t.log_prob_per_token, "sentences": t.sentences,
+                           "cut_sentences": t.cut}
+    if nbest:
+        row["nbest"] = [{"text": text, "score": score, "log_prob": lp,
+                         "log_prob_per_token": lp / n if n else None}
+                        for (text, score), (lp, n) in zip(t.nbest, t.nbest_log_probs, strict=True)]
+    if alignments:
+        row["alignments"] = [list(pair) for pair in t.alignments or []]
+    return row
+
+
 async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     start = time.perf_counter()
     state = server_state(request)
     model = pick(state.served, req.model, "translation")
     checked(req, request)
-    if req.nbest is not None and req.nbest > req.beam:
-        raise ApiError(422, f"nbest: at most beam ({req.beam}), got {req.nbest}")
-    options = model.default_options(beam_size=req.beam, nbest=req.nbest,
-                                    length_penalty=req.length_penalty, max_len=req.max_len,
-                                    alignments=req.alignments)
+    options, prefixes = _decoding_of(req, model)
     tokens = model.count_tokens(req.texts)
-    found = await queued(request, model, (list(req.texts), options, req.split), tokens=tokens,
-                         timeout_ms=req.timeout_ms)
+    found = await queued(request, model, (list(req.texts), options, req.split, prefixes),
+                         tokens=tokens, timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)
-    out = []
-    for t in found:
-        row: dict[str, Any] = {"text": t.text, "score": t.score, "sentences": t.sentences,
-                               "cut_sentences": t.cut}
-        if req.nbest is not None:
-            row["nbest"] = [{"text": text, "score": score} for text, score in t.nbest]
-        if req.alignments:
-            row["alignments"] = [list(pair) for pair in t.alignments or []]
-        out.append(row)
+    out = [_translation_row(t, nbest=req.nbest is not None, alignments=req.alignments)
+           for t in found]
     return {"model": model.name, "translations": out, "timing": _elapsed_ms(start)}
 
 

@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from transformer.serving.settings import Limits
 
+MAX_SEED = 2**63 - 1
+# a request's name of each decoding option that differs from DecodeOptions' (the rest are equal)
+REQUEST_FIELDS = {"beam_size": "beam"}
+
 # the default limits, for a schema that states one (the server's own, set by its flags, are
 # checked by the routes: transformer.serving.settings.Limits.refusal)
 MAX_TEXTS = Limits().max_texts
@@ -34,16 +38,52 @@ class Request(BaseModel):
 
 
 class TranslateRequest(Request):
-    """``POST /v1/translate``: ``texts`` translated with beam search (``beam=1``: greedy)."""
+    """``POST /v1/translate``: ``texts`` translated with beam search (``beam=1``: greedy), or
+    sampled; steered by target prefixes and repetition guards. A field left out (or null) takes
+    the default of :mod:`transformer.config.decoding` (``beam``: 4, or 1 with ``sampling``)."""
 
     model: ModelName
     texts: Annotated[list[Text], Field(min_length=1)]
-    beam: Annotated[int, Field(ge=1)] = 4
+    beam: Annotated[int, Field(ge=1)] | None = None
     nbest: Annotated[int, Field(ge=1)] | None = None
     length_penalty: Annotated[float, Field(ge=0.0, le=10.0)] = 0.6
     max_len: Annotated[int, Field(ge=1)] | None = None
     split: bool = True  # each text split into sentences, translated one by one (False: whole)
     alignments: bool = False  # each translation's word pairs [i, j] (transformer.inference.alignment)
+    sampling: bool = False
+    sampling_topk: Annotated[int, Field(ge=0)] | None = None
+    sampling_topp: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    temperature: Annotated[float, Field(gt=0.0, le=100.0)] | None = None
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
+    target_prefix: Text | None = None  # every text's translation starts with it
+    target_prefixes: Annotated[list[Text], Field(min_length=1)] | None = None
+    no_repeat_ngram: Annotated[int, Field(ge=0, le=MAX_OUTPUT_TOKENS)] | None = None
+    repetition_penalty: Annotated[float, Field(gt=0.0, le=100.0)] | None = None
+
+    def decode_changes(self) -> dict[str, Any]:
+        """The request's decoding options as DecodeOptions fields (those given), the target
+        prefixes aside: they are per text (:meth:`prefixes`), so that requests that differ only
+        in them are decoded in one batch."""
+        given = {"beam_size": self.beam, "nbest": self.nbest, "length_penalty": self.length_penalty,
+                 "max_len": self.max_len, "sampling": self.sampling,
+                 "sampling_topk": self.sampling_topk, "sampling_topp": self.sampling_topp,
+                 "temperature": self.temperature, "seed": self.seed,
+                 "no_repeat_ngram": self.no_repeat_ngram,
+                 "repetition_penalty": self.repetition_penalty, "alignments": self.alignments}
+        return {name: value for name, value in given.items() if value is not None}
+
+    def prefixes(self) -> list[str]:
+        """One target prefix per text ("" for none). ValueError, naming the field, when both
+        fields are given or ``target_prefixes`` does not have one entry per text."""
+        if self.target_prefixes is None:
+            return [self.target_prefix or ""] * len(self.texts)
+        if self.target_prefix is not None:
+            raise ValueError("target_prefixes: give target_prefix (every text) or target_prefixes "
+                             "(one per text), not both")
+        if len(self.target_prefixes) != len(self.texts):
+            raise ValueError(f"target_prefixes: {len(self.target_prefixes)} given for "
+                             f"{len(self.texts)} texts; give one per text (\"\" for none)")
+        return list(self.target_prefixes)
 
 
 class AttentionRequest(Request):

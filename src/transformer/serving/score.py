@@ -2,7 +2,7 @@
 (:mod:`transformer.inference.scoring`), over a model the server already holds.
 
     {"model": "en-de", "sources": ["A dog runs."], "targets": ["Ein Hund rennt."]}
-    -> {"model": "en-de", "precision": "fp32", "scores": [{"log_prob": -3.1, "avg_log_prob": -0.52,
+    -> {"model": "en-de", "precision": "fp32", "scores": [{"log_prob": -3.1, "log_prob_per_token": -0.52,
         "tokens": 6, "source_cut": false}], "timing": {"total_ms": 4.2}}
 
 A request runs on its model's own thread (never two calls on one model at once), its pairs
