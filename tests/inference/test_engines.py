@@ -177,6 +177,30 @@ def test_beam_translations_and_scores_match_ours(ct2_module, trained_dir, test_l
         assert len(y.nbest) == 2
 
 
+def test_log_probabilities_match_ours_greedy_and_beam(ct2_module, trained_dir, test_lines):
+    """Every answer's log-probability (its tokens and EOS) and token count: CTranslate2's, where
+    the translations agree, equal ours; a sentence cut at its length limit too."""
+    for kw in (dict(beam_size=1), dict(beam_size=4, nbest=2), dict(beam_size=1, max_len=4)):
+        ours = load_translator(trained_dir, engine="torch", precision="fp32", **kw)
+        theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", **kw)
+        a, b = ours.translate(test_lines.src[:40]), theirs.translate(test_lines.src[:40])
+        agree = [(x, y) for x, y in zip(a, b, strict=True) if x.text == y.text]
+        assert len(agree) >= 0.95 * len(a)
+        for x, y in agree:
+            assert y.tokens == x.tokens
+            assert y.log_prob == pytest.approx(x.log_prob, abs=1e-3)
+
+
+def test_target_prefixes_run_on_ours(ct2_module, trained_dir, test_lines):
+    ours = load_translator(trained_dir, engine="torch", precision="fp32", beam_size=1)
+    theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=1)
+    prefixes = ["eins", "", "zwei"] * 5
+    want = ours.translate(test_lines.src[:15], prefixes=prefixes)
+    got = theirs.translate(test_lines.src[:15], prefixes=prefixes)
+    assert [t.text for t in got] == [t.text for t in want]
+    assert [t.log_prob for t in got] == [t.log_prob for t in want]
+
+
 def test_each_sentence_stops_at_its_own_length_limit(ct2_module, trained_dir, test_lines):
     """max_len_a 0.5, b 1: every sentence of a batch has its own limit, greedy and beam."""
     for beam in (1, 3):

@@ -223,7 +223,7 @@ class CTranslate2Translator(Translator):
         return out
 
     def _search(self, pieces: list[list[str]], *, beam: int, count: int, limit: int,
-                scores: bool) -> list[list[tuple[list[int], float, bool]]]:
+                scores: bool = False) -> list[list[tuple[list[int], float, bool]]]:
         """CTranslate2's ``count`` best hypotheses of each source by log-probability, without
         a length penalty: ``(ids without EOS, log-probability, ended by EOS)`` each."""
         results = self.ct2.translate_batch(
