@@ -68,6 +68,10 @@ def run_predict(args: argparse.Namespace) -> int:
     if args.resume and args.output is None:
         raise InputError("--resume continues an interrupted file classification: it needs "
                          "--file FILE and -o FILE")
+    if args.output is not None:
+        from transformer.inference.file_job import check_start
+
+        check_start(args.output, resume=args.resume)  # before the model is read
     from transformer.inference.loader import load_classifier
 
     classifier = load_classifier(args.model, device=device(args.device))

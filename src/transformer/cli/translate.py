@@ -161,6 +161,10 @@ def run(args: argparse.Namespace) -> int:
         from transformer.data.text_files import iter_file_lines
 
         next(iter_file_lines(args.target_prefix_file))  # a missing or empty file: refused now
+    if args.input is not None and args.output is not None:
+        from transformer.inference.file_job import check_start
+
+        check_start(args.output, resume=args.resume)  # before the model is read
     prefixes = None if args.input is not None else _prefix_lines(args.target_prefix_file)
     translator = translator_of(args, nbest=args.nbest, target_prefix=args.target_prefix)
     if args.alignments:

@@ -108,6 +108,19 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def check_start(output: Path | str, *, resume: bool) -> None:
+    """Refuse, before anything is loaded, what :func:`write_resumably` would refuse without
+    reading the input: a resume with nothing to resume, a fresh start over an interrupted run."""
+    output = Path(output)
+    partial, record_path = partial_path(output), progress_path(output)
+    if resume and not partial.exists() and not (record_path.exists() and output.exists()):
+        raise InputError(f"--resume: {partial} not found: there is no interrupted run to "
+                         "continue; run without --resume")
+    if not resume and partial.exists():
+        raise InputError(f"{partial} exists (an interrupted run's output): pass --resume to "
+                         "continue it, or delete it to start over")
+
+
 def write_resumably(output: Path | str, records: Iterable[Sequence[str]], *, window: int,
                     render: Callable[[list[Sequence[str]], int], str],
                     fingerprint: dict[str, Any], resume: bool, source: str) -> int:
@@ -119,15 +132,13 @@ def write_resumably(output: Path | str, records: Iterable[Sequence[str]], *, win
     output = Path(output)
     partial, record_path = partial_path(output), progress_path(output)
     done, size, recorded_hash = 0, 0, None
+    if resume and not partial.exists() and record_path.exists() and output.exists():
+        lines = _read_record_quiet(record_path)  # killed after the final rename: complete
+        record_path.unlink()
+        log.info("%s is complete; nothing to resume", output)
+        return lines or 0
+    check_start(output, resume=resume)
     if resume:
-        if not partial.exists() and record_path.exists() and output.exists():
-            lines = _read_record_quiet(record_path)  # killed after the final rename: complete
-            record_path.unlink()
-            log.info("%s is complete; nothing to resume", output)
-            return lines or 0
-        if not partial.exists():
-            raise InputError(f"--resume: {partial} not found: there is no interrupted run to "
-                             "continue; run without --resume")
         record = _read_record(record_path, partial)
         differ = _differences(record.get("options", {}), fingerprint)
         if differ:
@@ -135,9 +146,6 @@ def write_resumably(output: Path | str, records: Iterable[Sequence[str]], *, win
                              f"model ({', '.join(differ)} differ); run with the same ones, or "
                              f"delete {partial} to start over")
         done, size, recorded_hash = int(record["lines"]), int(record["bytes"]), record["input_sha256"]
-    elif partial.exists():
-        raise InputError(f"{partial} exists (an interrupted run's output): pass --resume to "
-                         "continue it, or delete it to start over")
     digest = hashlib.sha256()
     it = iter(records)
     for _ in range(done):
