@@ -61,6 +61,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     prefix.add_argument("--target-prefix-file", metavar="FILE",
                         help="one target prefix per input line (an empty line: none), as "
                         "--target-prefix; the line counts must match")
+    tags = p.add_mutually_exclusive_group()
+    tags.add_argument("--tag", metavar="TAG",
+                      help="put the piece TAG before every source sentence (a model trained "
+                      "on tagged corpora: the tag chooses the direction or domain); refused when "
+                      "the model's source vocabulary has no such piece")
+    tags.add_argument("--target-lang", metavar="ID",
+                      help="a multi-target model (an imported OPUS-MT one): translate into "
+                      "language ID, by its '>>ID<<' piece (GET /v1/models lists them as "
+                      "target_langs); refused when the model has no such tag")
     add_decoding_flags(p)
     p.set_defaults(handler=run)
 
@@ -171,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         from dataclasses import replace
 
         translator.options = replace(translator.options, alignments=True)
+    _set_tag(args, translator)
     src_lang, tgt_lang = translator.record.languages
     how: dict[str, Any] = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
     source = args.input or ("argument" if args.sentences else "<stdin>")
@@ -204,6 +214,17 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     _warn_truncated(translator)
     return 0
+
+
+def _set_tag(args: argparse.Namespace, translator: Any) -> None:
+    """``--tag`` / ``--target-lang``: the piece put before every source sentence."""
+    if args.tag is None and args.target_lang is None:
+        return
+    from transformer.inference.tags import language_tag, tag_ids
+
+    tag = args.tag if args.tag is not None else language_tag(args.target_lang)
+    flag = f"--tag {args.tag}" if args.tag is not None else f"--target-lang {args.target_lang}"
+    translator.source_prefix_ids = tag_ids(translator.src_tokenizer, tag, flag=flag)
 
 
 def _warn_truncated(translator: Any) -> None:
@@ -244,7 +265,8 @@ def _translate_file(args: argparse.Namespace, translator: Any, how: dict[str, An
         "precision": str(translator.precision), "window": window,
         "batch_size": translator.batch_size, "options": _jsonable(translator.options),
         "split": args.split_sentences, "json": args.json, "nbest": args.nbest,
-        "alignments": args.alignments, "target_prefix_file": args.target_prefix_file is not None}
+        "alignments": args.alignments, "target_prefix_file": args.target_prefix_file is not None,
+        "source_tag": translator.source_prefix_ids}
     count = write_resumably(args.output, _file_records(args), window=window, render=render,
                             fingerprint=fingerprint, resume=args.resume, source=args.input)
     log.info("wrote the translations of %d lines to %s", count, args.output)

@@ -23,6 +23,7 @@ from transformer.errors import InputError
 from transformer.inference.classifier import Classifier
 from transformer.inference.lines import LineTranslation, translate_lines
 from transformer.inference.loader import classifier_for, translator_for
+from transformer.inference.tags import target_langs
 from transformer.inference.translator import Translator
 from transformer.model_dir import (
     CONFIG_FILE,
@@ -130,6 +131,9 @@ class ServedModel:
             info["engine"] = self.translator.engine
             info["source_language"] = record.src_lang
             info["target_language"] = record.tgt_lang
+            langs = target_langs(self.translator.src_tokenizer)
+            if langs:  # a multi-target model: translate --target-lang ID
+                info["target_langs"] = langs
         else:
             info["labels"] = list(self.classifier.label_names)
             info["multi_label"] = bool(self.classifier.multi_label)
