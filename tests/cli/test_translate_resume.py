@@ -160,3 +160,26 @@ def test_killed_after_the_rename_resume_finishes(cli, run_dir, tmp_path, capsys)
     record.write_text(json.dumps({"format": 1, "lines": 5}))  # as left between rename and unlink
     assert translate(run_dir, src, out, "--resume") == 0
     assert out.read_bytes() == text and not record.exists()
+
+
+def test_a_bad_line_keeps_the_work_before_it_and_a_fixed_file_resumes(cli, run_dir, tmp_path,
+                                                                       capsys):
+    lines = cli.numbers(120)
+    out = tmp_path / "out.txt"
+    partial, record = out.with_name("out.txt.partial"), out.with_name("out.txt.progress.json")
+    early = tmp_path / "early.txt"
+    early.write_bytes(b"one\ntwo \xff three\n")
+    assert translate(run_dir, early, out) == 2  # nothing done: nothing left to refuse a rerun
+    assert "line 2" in cli.one_line_error(capsys)
+    assert not out.exists() and not partial.exists() and not record.exists()
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"".join(f"{line}\n".encode() for line in lines[:99]) + b"bad \xff\n" +
+                    b"".join(f"{line}\n".encode() for line in lines[100:]))
+    assert translate(run_dir, src, out) == 2
+    assert "line 100" in cli.one_line_error(capsys)
+    assert json.loads(record.read_text())["lines"] == 96 and not out.exists()
+    cli.write(src, lines)  # fixed after the lines done
+    assert translate(run_dir, src, out, "--resume") == 0
+    once = tmp_path / "once.txt"
+    assert translate(run_dir, src, once) == 0
+    assert out.read_bytes() == once.read_bytes()

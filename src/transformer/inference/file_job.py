@@ -177,19 +177,26 @@ def write_resumably(output: Path | str, records: Iterable[Sequence[str]], *, win
 
         if not resume:
             save()
-        for chunk in windows(it, window):
-            data = render(chunk, done + 1).encode("utf-8")
-            for record_now in chunk:
-                _update(digest, record_now)
-            try:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            except OSError as err:
-                raise WriteError(f"{partial}: could not write ({err.strerror}); {record_path} "
-                                 "keeps the work done, continue with --resume") from None
-            done, size = done + len(chunk), size + len(data)
-            save()
+        try:
+            for chunk in windows(it, window):
+                data = render(chunk, done + 1).encode("utf-8")
+                for record_now in chunk:
+                    _update(digest, record_now)
+                try:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                except OSError as err:
+                    raise WriteError(f"{partial}: could not write ({err.strerror}); {record_path} "
+                                     "keeps the work done, continue with --resume") from None
+                done, size = done + len(chunk), size + len(data)
+                save()
+        except Exception:
+            if done == 0 and not resume:  # nothing done: nothing kept to refuse a rerun over
+                f.close()
+                partial.unlink(missing_ok=True)
+                record_path.unlink(missing_ok=True)
+            raise
     os.replace(partial, output)
     _fsync_dir(output.parent)
     record_path.unlink(missing_ok=True)
