@@ -105,3 +105,18 @@ def test_bad_values_name_the_field(client, body, words):
     line = response.json()["error"]
     assert "\n" not in line and all(word in line for word in words), line
     assert client.post("/v1/translate", json={"model": "numbers", "texts": TEXTS[:1]}).status_code == 200
+
+
+def test_a_tag_goes_before_every_sentence_and_an_unknown_one_is_refused(client, translation_dir):
+    translator = Translator.from_loaded(load_model_dir(translation_dir),
+                                        options=DecodeOptions(**LIMITS, beam_size=1))
+    tag = translator.src_tokenizer.id_to_piece(10)  # any source piece serves as a tag
+    translator.source_prefix_ids = [10]
+    want = translate_lines(translator, TEXTS, src_lang="en", tgt_lang="de")
+    got = post(client, beam=1, tag=tag)
+    assert [row["text"] for row in got] == [t.text for t in want]
+    assert [row["text"] for row in post(client, beam=1)] != [t.text for t in want]
+    response = client.post("/v1/translate", json={"model": "numbers", "texts": TEXTS,
+                                                  "tag": ">>xyz<<"})
+    assert response.status_code == 422
+    assert response.json()["error"].startswith("tag: the model's source vocabulary has no piece")

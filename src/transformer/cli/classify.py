@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from transformer.cli.classify_predict import add_predict
 from transformer.cli.common import (
     MODEL_FLAGS,
     RUN_FLAGS,
@@ -98,7 +99,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
     p.set_defaults(handler=usage)
     _add_train(verbs)
-    _add_predict(verbs)
+    add_predict(verbs, _run_flags)
     _add_evaluate(verbs)
 
 
@@ -146,20 +147,6 @@ def _add_train(verbs: argparse._SubParsersAction) -> None:
     add_progress(t)
     _run_flags(t)
     t.set_defaults(handler=run_train)
-
-
-def _add_predict(verbs: argparse._SubParsersAction) -> None:
-    q = verbs.add_parser(
-        "predict", help="predict labels with probabilities",
-        description="Print the predicted labels of each text with their probabilities, one line "
-        "per text: texts on the command line, in --file (one a line) or on stdin. Long texts are "
-        "truncated to the model's limit and empty texts are predicted too; both are counted.",
-    )
-    q.add_argument("text", nargs="*", help="texts to classify (default: --file or stdin)")
-    q.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
-    q.add_argument("--file", metavar="FILE", help="texts, one a line (plain or .gz)")
-    _run_flags(q)
-    q.set_defaults(handler=run_predict)
 
 
 def _add_evaluate(verbs: argparse._SubParsersAction) -> None:
@@ -259,44 +246,6 @@ def run_train(args: argparse.Namespace) -> int:
     for name, figures in summary["splits"].items():
         print(f"{name:>6}: accuracy {figures['accuracy']:.4f}  micro-F1 {figures['micro_f1']:.4f}  "
               f"macro-F1 {figures['macro_f1']:.4f}  ({figures['num_examples']} texts)")
-    return 0
-
-
-def _read_texts(args: argparse.Namespace) -> list[str]:
-    """Texts from the command line, a file (one a line) or stdin."""
-    if args.text:
-        if args.file is not None:
-            raise InputError("give texts on the command line or --file, not both")
-        return list(args.text)
-    if args.file is not None:
-        from transformer.data.text_files import iter_file_lines
-
-        return [text for _, text in iter_file_lines(args.file)]
-    lines = sys.stdin.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
-
-def run_predict(args: argparse.Namespace) -> int:
-    set_threads(args.threads)
-    from transformer.inference.loader import load_classifier
-
-    classifier = load_classifier(args.model, device=device(args.device))
-    texts = _read_texts(args)
-    out = classifier.predict(texts)
-    if out.num_truncated or out.num_empty:
-        log.warning("%d of %d texts truncated to %d tokens, %d empty", out.num_truncated, len(texts),
-                    classifier.max_tokens, out.num_empty)
-    if args.json:
-        emit_json({"model": str(args.model), "multi_label": classifier.multi_label,
-                   "labels": list(classifier.label_names), "max_tokens": classifier.max_tokens,
-                   "num_texts": len(texts), "num_truncated": out.num_truncated,
-                   "num_empty": out.num_empty, "predictions": out.to_rows(texts)})
-        return 0
-    for i in range(len(texts)):
-        chosen = out.labels(i)
-        print(", ".join(f"{name} {p:.3f}" for name, p in chosen) if chosen else "(none)")
     return 0
 
 

@@ -6,7 +6,8 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import zip_longest
 from typing import Any
 
 from transformer.cli.decoding import add_decoding_flags, translator_of
@@ -36,7 +37,14 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sentences", nargs="*", metavar="SENTENCE",
                    help="sentences to translate (quote each); not with -i")
     p.add_argument("-i", "--input", metavar="FILE", help="read sentences from FILE (.gz ok)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write translations to FILE (atomically)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write translations to FILE: with -i, as they are made, into "
+                   "FILE.partial (FILE.progress.json records the lines done), renamed to FILE "
+                   "when complete; an existing FILE.partial is refused unless --resume")
+    p.add_argument("--resume", action="store_true",
+                   help="with -i and -o: continue the interrupted run that left FILE.partial "
+                   "(same input, options and model, else refused), to the bytes an "
+                   "uninterrupted run writes")
     p.add_argument("--nbest", type=int, help="print the K best translations of each sentence "
                    "(with --sampling: K samples, most probable first)")
     p.add_argument("--json", action="store_true", help="one JSON object per input line")
@@ -53,6 +61,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     prefix.add_argument("--target-prefix-file", metavar="FILE",
                         help="one target prefix per input line (an empty line: none), as "
                         "--target-prefix; the line counts must match")
+    tags = p.add_mutually_exclusive_group()
+    tags.add_argument("--tag", metavar="TAG",
+                      help="put the piece TAG before every source sentence (a model trained "
+                      "on tagged corpora: the tag chooses the direction or domain); refused when "
+                      "the model's source vocabulary has no such piece")
+    tags.add_argument("--target-lang", metavar="ID",
+                      help="a multi-target model (an imported OPUS-MT one): translate into "
+                      "language ID, by its '>>ID<<' piece (GET /v1/models lists them as "
+                      "target_langs); refused when the model has no such tag")
     add_decoding_flags(p)
     p.set_defaults(handler=run)
 
@@ -91,6 +108,24 @@ def _check_counts(prefix_file: str, prefixes: int, source: str, lines: int) -> N
                          f"{lines}; give one prefix (or an empty line) per input line")
 
 
+def _file_records(args: argparse.Namespace) -> Iterator[tuple[str, ...]]:
+    """``-i``'s lines, each with its ``--target-prefix-file`` line when there is one, read in
+    step (stripped as :func:`~transformer.data.parallel.read_lines` strips them)."""
+    from transformer.data.text_files import iter_file_lines
+
+    lines = (text.strip() for _, text in iter_file_lines(args.input))
+    if args.target_prefix_file is None:
+        yield from ((line,) for line in lines)
+        return
+    prefixes = (text.strip() for _, text in iter_file_lines(args.target_prefix_file))
+    for count, (line, prefix) in enumerate(zip_longest(lines, prefixes)):
+        if line is None or prefix is None:
+            more = sum(1 for _ in (prefixes if line is None else lines))
+            counts = (count, count + 1 + more) if line is None else (count + 1 + more, count)
+            _check_counts(args.target_prefix_file, counts[1], args.input, counts[0])
+        yield (line, prefix)
+
+
 def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0,
               engine: str = "torch") -> list[str]:
     """The output lines of translation ``t`` of input line ``number`` (which has ``unknown``
@@ -123,27 +158,39 @@ def run(args: argparse.Namespace) -> int:
 
     if args.sentences and args.input is not None:
         raise InputError("give sentences as arguments or -i FILE, not both")
+    if args.resume and (args.input is None or args.output is None):
+        raise InputError("--resume continues an interrupted file translation: it needs -i FILE "
+                         "and -o FILE")
     from transformer.inference.lines import stream_lines, translate_lines
 
     if args.alignments and args.nbest and not args.json:
         raise InputError("--alignments with --nbest needs --json (the best translation's "
                          "alignments go beside its n-best list)")
-    prefixes = _prefix_lines(args.target_prefix_file)
+    if args.input is not None and args.target_prefix_file is not None:
+        from transformer.data.text_files import iter_file_lines
+
+        next(iter_file_lines(args.target_prefix_file))  # a missing or empty file: refused now
+    if args.input is not None and args.output is not None:
+        from transformer.inference.file_job import check_start
+
+        check_start(args.output, resume=args.resume)  # before the model is read
+    prefixes = None if args.input is not None else _prefix_lines(args.target_prefix_file)
     translator = translator_of(args, nbest=args.nbest, target_prefix=args.target_prefix)
     if args.alignments:
         from dataclasses import replace
 
         translator.options = replace(translator.options, alignments=True)
+    _set_tag(args, translator)
     src_lang, tgt_lang = translator.record.languages
     how: dict[str, Any] = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
     source = args.input or ("argument" if args.sentences else "<stdin>")
     unknown = UnknownPieces(translator.src_tokenizer, source=source)
-    if args.input is not None or args.sentences or prefixes is not None:  # whole input first
-        from transformer.data.parallel import read_lines
-
-        lines = (read_lines(args.input) if args.input is not None
-                 else args.sentences or _stdin_lines())
-        sources = list(unknown.watch(lines))
+    if args.input is not None:
+        _translate_file(args, translator, how, unknown)
+        _warn_truncated(translator)
+        return 0
+    if args.sentences or prefixes is not None:  # whole input first
+        sources = list(unknown.watch(args.sentences or _stdin_lines()))
         if prefixes is not None:
             _check_counts(args.target_prefix_file, len(prefixes), source, len(sources))
             how["prefixes"] = prefixes
@@ -165,7 +212,67 @@ def run(args: argparse.Namespace) -> int:
             lines = _lines_of(args, t, n, unknown.lines.get(n, 0), translator.engine)
             sys.stdout.write("".join(f"{line}\n" for line in lines))
             sys.stdout.flush()
+    _warn_truncated(translator)
+    return 0
+
+
+def _set_tag(args: argparse.Namespace, translator: Any) -> None:
+    """``--tag`` / ``--target-lang``: the piece put before every source sentence."""
+    if args.tag is None and args.target_lang is None:
+        return
+    from transformer.inference.tags import language_tag, tag_ids
+
+    tag = args.tag if args.tag is not None else language_tag(args.target_lang)
+    flag = f"--tag {args.tag}" if args.tag is not None else f"--target-lang {args.target_lang}"
+    translator.source_prefix_ids = tag_ids(translator.src_tokenizer, tag, flag=flag)
+
+
+def _warn_truncated(translator: Any) -> None:
     if translator.truncated:
         log.warning("%d source sentences were longer than the model's %d positions and were cut",
                     translator.truncated, translator.model.config.max_len)
-    return 0
+
+
+def _translate_file(args: argparse.Namespace, translator: Any, how: dict[str, Any],
+                    unknown: Any) -> None:
+    """``-i FILE``: read, translated and written a window of lines at a time (sorted by length
+    within it), to standard output or, resumably, to ``-o``
+    (:func:`transformer.inference.file_job.write_resumably`)."""
+    from transformer.config.decoding import FILE_WINDOW_BATCHES
+    from transformer.inference.file_job import model_fingerprint, windows, write_resumably
+    from transformer.inference.lines import translate_lines
+
+    window = FILE_WINDOW_BATCHES * translator.batch_size
+
+    def render(records: Sequence[Sequence[str]], first: int) -> str:
+        lines = [r[0] for r in records]
+        for n, line in enumerate(lines, start=first):
+            unknown.check(n, line)
+        extra = {"prefixes": [r[1] for r in records]} if args.target_prefix_file else {}
+        found = translate_lines(translator, lines, first_line=first, **how, **extra)
+        return "".join(f"{line}\n" for n, t in enumerate(found, start=first) for line in
+                       _lines_of(args, t, n, unknown.lines.pop(n, 0), translator.engine))
+
+    if args.output is None:
+        number = 1
+        for chunk in windows(_file_records(args), window):
+            sys.stdout.write(render(chunk, number))
+            sys.stdout.flush()
+            number += len(chunk)
+        return
+    fingerprint = {
+        "verb": "translate", "model": model_fingerprint(args.model), "engine": translator.engine,
+        "precision": str(translator.precision), "window": window,
+        "batch_size": translator.batch_size, "options": _jsonable(translator.options),
+        "split": args.split_sentences, "json": args.json, "nbest": args.nbest,
+        "alignments": args.alignments, "target_prefix_file": args.target_prefix_file is not None,
+        "source_tag": translator.source_prefix_ids}
+    count = write_resumably(args.output, _file_records(args), window=window, render=render,
+                            fingerprint=fingerprint, resume=args.resume, source=args.input)
+    log.info("wrote the translations of %d lines to %s", count, args.output)
+
+
+def _jsonable(options: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return json.loads(json.dumps(asdict(options), default=str))

@@ -32,6 +32,11 @@ TEMPERATURE = 1.0
 # repetition guards off: no n-gram is banned, no token is penalised
 NO_REPEAT_NGRAM = 0
 REPETITION_PENALTY = 1.0
+# a file is read, sorted by length and translated this many batches of lines at a time: memory
+# stays flat in the file's size, and padding nearly as low as sorting the whole file
+FILE_WINDOW_BATCHES = 32
+# ``classify predict`` reads, classifies and writes a file this many texts at a time
+FILE_WINDOW_TEXTS = 4096
 
 # each field's command-line flag (the field's name with dashes, except the beam size)
 FLAGS: Mapping[str, str] = {

@@ -102,6 +102,8 @@ class Translator:
         self.decoder = decoder_for(model, precision=precision)
         self.precision = precision
         self.progress = False  # a bar over the batches of a call that has several
+        # ids put before every source sentence: a tag (transformer.inference.tags)
+        self.source_prefix_ids: list[int] = []
         # the model directory's record (languages, the run's decoding limits); None for a bare model
         self.record = record
 
@@ -139,9 +141,11 @@ class Translator:
             if not ids:
                 out[i] = Translation("")
                 continue
-            if len(ids) > limit:
+            tag = self.source_prefix_ids
+            if len(ids) + len(tag) > limit:
                 self.truncated += 1
-                ids = ids[:limit]
+                ids = ids[:limit - len(tag)]
+            ids = tag + ids if tag else ids
             own = None if prefixes is None else prefixes[i]
             todo.append((i, ids, self.prefix_ids(self.options.target_prefix if own is None else own)))
         found = self._candidates([ids for _, ids, _ in todo], prefixes=[p for _, _, p in todo],

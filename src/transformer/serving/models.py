@@ -23,6 +23,7 @@ from transformer.errors import InputError
 from transformer.inference.classifier import Classifier
 from transformer.inference.lines import LineTranslation, translate_lines
 from transformer.inference.loader import classifier_for, translator_for
+from transformer.inference.tags import target_langs
 from transformer.inference.translator import Translator
 from transformer.model_dir import (
     CONFIG_FILE,
@@ -70,21 +71,25 @@ class ServedModel:
 
     def translate_batch(self, payloads: Sequence[tuple[Any, ...]]) -> list[list[LineTranslation]]:
         """Several requests' texts decoded together: each payload is ``(texts, options)``,
-        ``(texts, options, split)`` or ``(texts, options, split, prefixes)`` (split into sentences
-        by default: :func:`~transformer.inference.lines.translate_lines`; ``prefixes``: one target
-        prefix per text). Requests with equal options and split share one translation call,
+        ``(texts, options, split)``, ``(texts, options, split, prefixes)`` or ``(texts, options,
+        split, prefixes, tag)`` (split into sentences by default:
+        :func:`~transformer.inference.lines.translate_lines`; ``prefixes``: one target prefix per
+        text; ``tag``: source ids put before every sentence). Requests with equal options, split
+        and tag share one translation call,
         whatever their prefixes; a text's random draws (sampling) follow its place in its own
         request, so that they do not depend on the batch. One list of translations per request,
         in order."""
         assert self.translator is not None
-        groups: dict[tuple[DecodeOptions, bool], list[int]] = {}
+        groups: dict[tuple[DecodeOptions, bool, tuple[int, ...]], list[int]] = {}
         for i, (_, options, *rest) in enumerate(payloads):
-            groups.setdefault((options, bool(rest[0]) if rest else True), []).append(i)
+            tag = tuple(rest[2]) if len(rest) > 2 else ()
+            groups.setdefault((options, bool(rest[0]) if rest else True, tag), []).append(i)
         src_lang, tgt_lang = self.loaded.record.languages
         out: list[list[LineTranslation]] = [[] for _ in payloads]
-        for (options, split), members in groups.items():
+        for (options, split, tag), members in groups.items():
             translator = copy.copy(self.translator)  # shares the packed decoder
             translator.options = options
+            translator.source_prefix_ids = list(tag)
             texts = [t for i in members for t in payloads[i][0]]
             prefixes = [p for i in members for p in _prefixes_of(payloads[i])]
             keys = [k for i in members for k in range(len(payloads[i][0]))]
@@ -130,6 +135,9 @@ class ServedModel:
             info["engine"] = self.translator.engine
             info["source_language"] = record.src_lang
             info["target_language"] = record.tgt_lang
+            langs = target_langs(self.translator.src_tokenizer)
+            if langs:  # a multi-target model: translate --target-lang ID
+                info["target_langs"] = langs
         else:
             info["labels"] = list(self.classifier.label_names)
             info["multi_label"] = bool(self.classifier.multi_label)

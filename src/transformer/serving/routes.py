@@ -140,6 +140,19 @@ def _decoding_of(req: TranslateRequest, model: ServedModel) -> tuple[Any, list[s
     return options, prefixes
 
 
+def _tag_of(req: TranslateRequest, model: ServedModel) -> tuple[int, ...]:
+    """The ids of the request's ``tag`` (none without one); ApiError 422 naming the field when the
+    model's source vocabulary lacks it."""
+    if req.tag is None:
+        return ()
+    from transformer.inference.tags import tag_ids
+
+    try:
+        return tuple(tag_ids(model.translator.src_tokenizer, req.tag, flag="tag"))  # type: ignore[union-attr]
+    except InputError as err:
+        raise ApiError(422, str(err)) from None
+
+
 def _translation_row(t: Any, *, nbest: bool, alignments: bool) -> dict[str, Any]:
     """One translation of a ``/v1/translate`` answer: text, scores, sentences (and n-best, and
     word alignments)."""
@@ -161,8 +174,9 @@ async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     model = pick(state.served, req.model, "translation")
     checked(req, request)
     options, prefixes = _decoding_of(req, model)
+    tag = _tag_of(req, model)
     tokens = model.count_tokens(req.texts)
-    found = await queued(request, model, (list(req.texts), options, req.split, prefixes),
+    found = await queued(request, model, (list(req.texts), options, req.split, prefixes, tag),
                          tokens=tokens, timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)
     out = [_translation_row(t, nbest=req.nbest is not None, alignments=req.alignments)

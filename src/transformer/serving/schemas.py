@@ -57,6 +57,7 @@ class TranslateRequest(Request):
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
     target_prefix: Text | None = None  # every text's translation starts with it
     target_prefixes: Annotated[list[Text], Field(min_length=1)] | None = None
+    tag: Text | None = None  # a source-vocabulary piece put before every sentence (">>fra<<")
     no_repeat_ngram: Annotated[int, Field(ge=0, le=MAX_OUTPUT_TOKENS)] | None = None
     repetition_penalty: Annotated[float, Field(gt=0.0, le=100.0)] | None = None
 
