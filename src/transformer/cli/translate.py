@@ -53,6 +53,17 @@ def add(sub: argparse._SubParsersAction) -> None:
     prefix.add_argument("--target-prefix-file", metavar="FILE",
                         help="one target prefix per input line (an empty line: none), as "
                         "--target-prefix; the line counts must match")
+    terms = p.add_argument_group("terminology (lexically constrained beam search)")
+    terms.add_argument("--constraints", action="store_true",
+                       help="each input line is 'SOURCE<tab>PHRASE<tab>PHRASE...' (fairseq's "
+                       "format): its translation must contain every PHRASE (as the target "
+                       "tokenizer splits it), anywhere and in any order; a line with phrases is "
+                       "translated whole. Beam search with dynamic beam allocation (any --beam, "
+                       "1 included); not with --sampling. The whole input is read first")
+    terms.add_argument("--glossary", metavar="FILE",
+                       help="a TSV file of 'SOURCE TERM<tab>TARGET TERM' lines: wherever a source "
+                       "term occurs in a line (whole words, case-sensitive), its target term is "
+                       "a constraint of that line (with --constraints, besides the line's own)")
     add_decoding_flags(p)
     p.set_defaults(handler=run)
 
@@ -89,6 +100,31 @@ def _check_counts(prefix_file: str, prefixes: int, source: str, lines: int) -> N
     if prefixes != lines:
         raise InputError(f"--target-prefix-file {prefix_file}: {prefixes} lines, but {source} has "
                          f"{lines}; give one prefix (or an empty line) per input line")
+
+
+def _constrained(args: argparse.Namespace, translator: Any, lines: list[str],
+                 source: str) -> tuple[list[str], list[list[str]]]:
+    """The sources of input ``lines`` and each one's target phrases (``--constraints``' own, then
+    the ``--glossary``'s), every phrase checked against the target tokenizer (InputError naming
+    the file and line)."""
+    from transformer.inference.glossary import glossary_phrases, read_glossary, split_constrained
+
+    def where(number: int) -> str:
+        return f"{source}, line {number}"
+
+    pairs = [split_constrained(line, where=where(n)) if args.constraints else (line, [])
+             for n, line in enumerate(lines, start=1)]
+    if args.glossary is not None:
+        glossary = read_glossary(args.glossary, check=translator.phrase_ids)
+        pairs = [(text, own + [t for t in glossary_phrases(text, glossary) if t not in own])
+                 for text, own in pairs]
+    for number, (_, phrases) in enumerate(pairs, start=1):
+        for phrase in phrases:
+            try:
+                translator.phrase_ids(phrase)
+            except InputError as err:
+                raise InputError(f"{where(number)}: {err}") from None
+    return [text for text, _ in pairs], [phrases for _, phrases in pairs]
 
 
 def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0,
@@ -128,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
     if args.alignments and args.nbest and not args.json:
         raise InputError("--alignments with --nbest needs --json (the best translation's "
                          "alignments go beside its n-best list)")
+    constrained = args.constraints or args.glossary is not None
+    if constrained and args.sampling:
+        raise InputError("--constraints and --glossary need beam search, not --sampling")
     prefixes = _prefix_lines(args.target_prefix_file)
     translator = translator_of(args, nbest=args.nbest, target_prefix=args.target_prefix)
     if args.alignments:
@@ -138,11 +177,13 @@ def run(args: argparse.Namespace) -> int:
     how: dict[str, Any] = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
     source = args.input or ("argument" if args.sentences else "<stdin>")
     unknown = UnknownPieces(translator.src_tokenizer, source=source)
-    if args.input is not None or args.sentences or prefixes is not None:  # whole input first
+    if args.input is not None or args.sentences or prefixes is not None or constrained:  # whole input first
         from transformer.data.parallel import read_lines
 
         lines = (read_lines(args.input) if args.input is not None
                  else args.sentences or _stdin_lines())
+        if constrained:
+            lines, how["constraints"] = _constrained(args, translator, list(lines), source)
         sources = list(unknown.watch(lines))
         if prefixes is not None:
             _check_counts(args.target_prefix_file, len(prefixes), source, len(sources))

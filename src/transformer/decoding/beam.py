@@ -166,13 +166,16 @@ def beam_step(
         top_k = (torch.arange(scores.size(1), device=scores.device) < beam_size)[None, :]  # (1, C)
     else:
         assert state.progress is not None
-        scores, beams, tokens, priority, top_k, progress = dealt_candidates(
+        scores, beams, tokens, priority, top_k, progress, banks = dealt_candidates(
             log_probs, state.alive_log_probs, constraints, state.progress, state.rows,
             beam_size=beam_size, chunk=chunk)  # (N, C) each
     model_scores = scores if model_log_probs is None else _model_totals(state, model_log_probs, beams, tokens)
     penalty = gnmt_penalty(step + 1 if length is None else length, alpha)  # a number, or (N,)
     ends_eos = tokens == eos_id  # (N, C)
     finishing = top_k & (ends_eos | at_limit[:, None]) & (scores > -math.inf)  # (N, C)
+    if constraints is not None:  # EOS was blocked; at the limit, only the complete if any
+        finishing = constraints.finishers(finishing, banks, state.rows,
+                                          state.finished_scores[state.rows, 0] == -math.inf)
     # the finished pools: tokens, scores, the model's log-probabilities, lengths (B, K, ...)
     fin = (state.finished_tokens, state.finished_scores, state.finished_log_probs, state.finished_lengths)
     if bool(finishing.any()):

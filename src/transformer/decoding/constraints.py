@@ -161,6 +161,16 @@ class Constraints:
         under_way = begun & ~single
         return Progress(met, torch.where(under_way, first, current), torch.where(under_way, 1, position))
 
+    def finishers(self, finishing: Tensor, banks: Tensor, rows: Tensor, pool_empty: Tensor) -> Tensor:
+        """Of the candidates (N, C) that would finish (at the length limit, all of the first K),
+        those that may: the ones that met every phrase; where a sentence has none and nothing
+        finished yet (``pool_empty`` (N,)), the ones of its fullest bank, so that it still gets a
+        translation, as close to its phrases as the search came."""
+        complete = banks == self.lengths[rows].sum(dim=1, keepdim=True)  # (N, C)
+        fallback = pool_empty & ~(finishing & complete).any(dim=1)  # (N,)
+        fullest = banks.masked_fill(~finishing, -1).amax(dim=1, keepdim=True)  # (N, 1)
+        return finishing & (complete | (fallback[:, None] & (banks == fullest)))
+
     def block_eos_(self, log_probs: Tensor, progress: Progress, rows: Tensor, eos_id: int) -> None:
         """Forbid EOS, in place in ``log_probs`` (N, K, V), to hypotheses with a phrase unmet."""
         unmet = ~self.complete(progress, rows)  # (N, K)
@@ -217,14 +227,14 @@ def allocate(scores: Tensor, banks: Tensor, *, beam_size: int, bank_count: int) 
 def dealt_candidates(
     log_probs: Tensor, alive_log_probs: Tensor, constraints: Constraints, progress: Progress,
     rows: Tensor, *, beam_size: int, chunk: int | None = None,
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Progress]:
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Progress, Tensor]:
     """One step's candidates (N, C) of the live hypotheses (``log_probs`` (N, K, V), EOS already
     blocked where a phrase is unmet, ``alive_log_probs`` (N, K), ``progress``) of sentences
     ``rows`` (N,), dealt across banks: their scores, beams, tokens, priority (higher first),
-    which are the first ``beam_size`` (:func:`allocate`) and each one's progress."""
+    which are the first ``beam_size`` (:func:`allocate`), each one's progress and bank."""
     scores, beams, tokens = constrained_candidates(log_probs, alive_log_probs, constraints, progress,
                                                    rows, count=2 * beam_size, chunk=chunk)
     moved = constraints.advance(progress.pick(beams), rows, tokens)  # (N, C, ...)
     banks = constraints.met_tokens(moved, rows)  # (N, C)
     priority, first = allocate(scores, banks, beam_size=beam_size, bank_count=constraints.banks)
-    return scores, beams, tokens, priority, first, moved
+    return scores, beams, tokens, priority, first, moved, banks
