@@ -167,6 +167,10 @@ def run(args: argparse.Namespace) -> int:
     constrained = args.constraints or args.glossary is not None
     if constrained and args.sampling:
         raise InputError("--constraints and --glossary need beam search, not --sampling")
+    if args.glossary is not None:  # its form checked before the model is read
+        from transformer.inference.glossary import read_glossary
+
+        read_glossary(args.glossary)
     prefixes = _prefix_lines(args.target_prefix_file)
     translator = translator_of(args, nbest=args.nbest, target_prefix=args.target_prefix)
     if args.alignments:
