@@ -159,16 +159,8 @@ def beam_step(
     across banks.
     """
     n, k_old, _ = log_probs.shape
-    priority, progress = None, None
-    if constraints is None:
-        scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size, chunk=chunk)  # (N, C)
-        # only EOS among the top K counts (so beam 1 is greedy); at the limit all of the top K finish
-        top_k = (torch.arange(scores.size(1), device=scores.device) < beam_size)[None, :]  # (1, C)
-    else:
-        assert state.progress is not None
-        scores, beams, tokens, priority, top_k, progress, banks = dealt_candidates(
-            log_probs, state.alive_log_probs, constraints, state.progress, state.rows,
-            beam_size=beam_size, chunk=chunk)  # (N, C) each
+    scores, beams, tokens, priority, top_k, progress, banks = _candidates(
+        state, log_probs, beam_size=beam_size, chunk=chunk, constraints=constraints)  # (N, C) each
     model_scores = scores if model_log_probs is None else _model_totals(state, model_log_probs, beams, tokens)
     penalty = gnmt_penalty(step + 1 if length is None else length, alpha)  # a number, or (N,)
     ends_eos = tokens == eos_id  # (N, C)
@@ -210,6 +202,20 @@ def beam_step(
     )
     offsets = torch.arange(n, device=beams.device)[:, None] * k_old  # (N, 1)
     return state, (offsets + live_beams).view(-1), done
+
+
+def _candidates(state: BeamState, log_probs: Tensor, *, beam_size: int, chunk: int | None,
+                constraints: Constraints | None) -> tuple[Tensor, ...]:
+    """A step's candidates (N, C): scores, beams, tokens, priority (None: by score), which are
+    the top K (only EOS among them finishes, so beam 1 is greedy; at the limit all of them
+    finish), their progress and banks (None without constraints)."""
+    if constraints is None:
+        scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size, chunk=chunk)
+        top_k = (torch.arange(scores.size(1), device=scores.device) < beam_size)[None, :]  # (1, C)
+        return scores, beams, tokens, None, top_k, None, None
+    assert state.progress is not None
+    return dealt_candidates(log_probs, state.alive_log_probs, constraints, state.progress, state.rows,
+                            beam_size=beam_size, chunk=chunk)
 
 
 def _model_totals(state: BeamState, model_log_probs: Tensor, beams: Tensor, tokens: Tensor) -> Tensor:
