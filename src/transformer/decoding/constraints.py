@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from transformer.decoding.common import top_candidates
+from transformer.decoding.common import argmax_rows, top_candidates
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,8 @@ def constrained_candidates(
     m = forced.size(2)
     forced_scores = log_probs.gather(2, forced) + alive_log_probs[:, :, None]  # (N, K, M)
     forced_scores = forced_scores.masked_fill(~real, -math.inf)
-    own_best, own_token = log_probs.max(dim=2)  # (N, K)
+    own_token = argmax_rows(log_probs.view(n * k, -1), chunk).view(n, k)  # (N, K): in two rounds
+    own_best = log_probs.gather(2, own_token[:, :, None]).squeeze(2)
     arange = torch.arange(k, device=log_probs.device)
     scores = torch.cat([scores, forced_scores.view(n, k * m), own_best + alive_log_probs], dim=1)
     beams = torch.cat([beams, arange.repeat_interleave(m).expand(n, -1), arange.expand(n, -1)], dim=1)
