@@ -368,3 +368,13 @@ def test_auto_on_a_measured_width_decodes_as_the_rule_says_in_float32(ct2_module
     assert (asked.engine, asked.precision) == ("ctranslate2", "fp32")
     ours = load_translator(tmp_path / "d128", engine="torch", beam_size=1)
     assert ours.precision == ("bf16" if detect_cpu().native_bf16 else "fp32")
+
+
+def test_constraints_run_on_ours(ct2_module, trained_dir, test_lines):
+    """CTranslate2 is not given constraints: a batch with some decodes on ours, as ours does."""
+    ours = load_translator(trained_dir, engine="torch", precision="fp32", beam_size=3)
+    theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=3)
+    phrases = [["hundert"] if i % 2 == 0 else [] for i in range(12)]
+    got = theirs.translate(test_lines.src[:12], constraints=phrases)
+    assert [t.text for t in got] == [t.text for t in ours.translate(test_lines.src[:12], constraints=phrases)]
+    assert all("hundert" in t.text for t, own in zip(got, phrases, strict=True) if own)

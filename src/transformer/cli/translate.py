@@ -70,6 +70,17 @@ def add(sub: argparse._SubParsersAction) -> None:
                       help="a multi-target model (an imported OPUS-MT one): translate into "
                       "language ID, by its '>>ID<<' piece (GET /v1/models lists them as "
                       "target_langs); refused when the model has no such tag")
+    terms = p.add_argument_group("terminology (lexically constrained beam search)")
+    terms.add_argument("--constraints", action="store_true",
+                       help="each input line is 'SOURCE<tab>PHRASE<tab>PHRASE...' (fairseq's "
+                       "format): its translation must contain every PHRASE (as the target "
+                       "tokenizer splits it), anywhere and in any order; a line with phrases is "
+                       "translated whole. Beam search with dynamic beam allocation (any --beam, "
+                       "1 included); not with --sampling. The whole input is read first")
+    terms.add_argument("--glossary", metavar="FILE",
+                       help="a TSV file of 'SOURCE TERM<tab>TARGET TERM' lines: wherever a source "
+                       "term occurs in a line (whole words, case-sensitive), its target term is "
+                       "a constraint of that line (with --constraints, besides the line's own)")
     add_decoding_flags(p)
     p.set_defaults(handler=run)
 
@@ -126,6 +137,31 @@ def _file_records(args: argparse.Namespace) -> Iterator[tuple[str, ...]]:
         yield (line, prefix)
 
 
+def _constrained(args: argparse.Namespace, translator: Any, lines: list[str], source: str,
+                 first: int = 1) -> tuple[list[str], list[list[str]]]:
+    """The sources of input ``lines`` (the first is line ``first``) and each one's target phrases
+    (``--constraints``' own, then the ``--glossary``'s), every phrase checked against the target
+    tokenizer (InputError naming the file and line)."""
+    from transformer.inference.glossary import glossary_phrases, read_glossary, split_constrained
+
+    def where(number: int) -> str:
+        return f"{source}, line {number}"
+
+    pairs = [split_constrained(line, where=where(n)) if args.constraints else (line, [])
+             for n, line in enumerate(lines, start=first)]
+    if args.glossary is not None:
+        glossary = read_glossary(args.glossary, check=translator.phrase_ids)
+        pairs = [(text, own + [t for t in glossary_phrases(text, glossary) if t not in own])
+                 for text, own in pairs]
+    for number, (_, phrases) in enumerate(pairs, start=first):
+        for phrase in phrases:
+            try:
+                translator.phrase_ids(phrase)
+            except InputError as err:
+                raise InputError(f"{where(number)}: {err}") from None
+    return [text for text, _ in pairs], [phrases for _, phrases in pairs]
+
+
 def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0,
               engine: str = "torch") -> list[str]:
     """The output lines of translation ``t`` of input line ``number`` (which has ``unknown``
@@ -174,6 +210,13 @@ def run(args: argparse.Namespace) -> int:
         from transformer.inference.file_job import check_start
 
         check_start(args.output, resume=args.resume)  # before the model is read
+    constrained = args.constraints or args.glossary is not None
+    if constrained and args.sampling:
+        raise InputError("--constraints and --glossary need beam search, not --sampling")
+    if args.glossary is not None:  # its form checked before the model is read
+        from transformer.inference.glossary import read_glossary
+
+        read_glossary(args.glossary)
     prefixes = None if args.input is not None else _prefix_lines(args.target_prefix_file)
     translator = translator_of(args, nbest=args.nbest, target_prefix=args.target_prefix)
     if args.alignments:
@@ -189,8 +232,11 @@ def run(args: argparse.Namespace) -> int:
         _translate_file(args, translator, how, unknown)
         _warn_truncated(translator)
         return 0
-    if args.sentences or prefixes is not None:  # whole input first
-        sources = list(unknown.watch(args.sentences or _stdin_lines()))
+    if args.sentences or prefixes is not None or constrained:  # whole input first
+        lines = list(args.sentences or _stdin_lines())
+        if constrained:
+            lines, how["constraints"] = _constrained(args, translator, lines, source)
+        sources = list(unknown.watch(lines))
         if prefixes is not None:
             _check_counts(args.target_prefix_file, len(prefixes), source, len(sources))
             how["prefixes"] = prefixes
@@ -246,9 +292,11 @@ def _translate_file(args: argparse.Namespace, translator: Any, how: dict[str, An
 
     def render(records: Sequence[Sequence[str]], first: int) -> str:
         lines = [r[0] for r in records]
+        extra: dict[str, Any] = {"prefixes": [r[1] for r in records]} if args.target_prefix_file else {}
+        if args.constraints or args.glossary is not None:
+            lines, extra["constraints"] = _constrained(args, translator, lines, args.input, first)
         for n, line in enumerate(lines, start=first):
             unknown.check(n, line)
-        extra = {"prefixes": [r[1] for r in records]} if args.target_prefix_file else {}
         found = translate_lines(translator, lines, first_line=first, **how, **extra)
         return "".join(f"{line}\n" for n, t in enumerate(found, start=first) for line in
                        _lines_of(args, t, n, unknown.lines.pop(n, 0), translator.engine))
@@ -266,7 +314,8 @@ def _translate_file(args: argparse.Namespace, translator: Any, how: dict[str, An
         "batch_size": translator.batch_size, "options": _jsonable(translator.options),
         "split": args.split_sentences, "json": args.json, "nbest": args.nbest,
         "alignments": args.alignments, "target_prefix_file": args.target_prefix_file is not None,
-        "source_tag": translator.source_prefix_ids}
+        "source_tag": translator.source_prefix_ids, "constraints": args.constraints,
+        "glossary": args.glossary}
     count = write_resumably(args.output, _file_records(args), window=window, render=render,
                             fingerprint=fingerprint, resume=args.resume, source=args.input)
     log.info("wrote the translations of %d lines to %s", count, args.output)

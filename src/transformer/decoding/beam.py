@@ -41,6 +41,7 @@ from transformer.decoding.common import (
     top_candidates,
     vocabulary_chunk,
 )
+from transformer.decoding.constraints import Constraints, Progress, dealt_candidates
 from transformer.decoding.fast_decoder import FastDecoder
 from transformer.decoding.session import Session, open_session
 from transformer.decoding.steering import Steering, TargetPrefix, check_guards
@@ -60,6 +61,8 @@ class BeamState:
     # (N, K) float32: the model's log-probabilities of the live hypotheses, where the guards make
     # them differ from alive_log_probs (None: they are alive_log_probs)
     alive_model_log_probs: Tensor | None = None
+    # how far the live hypotheses are through their constraints (None: no constraints)
+    progress: Progress | None = None
 
 
 def gnmt_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -110,13 +113,18 @@ def merge_finished(
     return gather_beams(torch.cat([pool_tokens, new_tokens], dim=1), index), best, *kept
 
 
-def select_live(scores: Tensor, ends_eos: Tensor, beam_size: int) -> tuple[Tensor, Tensor]:
-    """The K best candidates (N, C) that do not end in EOS: their positions (N, K) and scores
-    (N, K). When C < K (a vocabulary smaller than the beam) all C are kept, those ending in EOS
-    with score -inf so that they can never finish."""
+def select_live(scores: Tensor, ends_eos: Tensor, beam_size: int,
+                priority: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The K best candidates (N, C) that do not end in EOS (best by ``priority`` (N, C) when
+    given, else by score): their positions (N, K) and scores (N, K). When C < K (a vocabulary
+    smaller than the beam) all C are kept, those ending in EOS with score -inf so that they can
+    never finish."""
     count = min(beam_size, scores.size(1))
-    best, index = scores.masked_fill(ends_eos, -math.inf).topk(count, dim=1)
-    return index, best
+    if priority is None:
+        best, index = scores.masked_fill(ends_eos, -math.inf).topk(count, dim=1)
+        return index, best
+    index = priority.masked_fill(ends_eos, -math.inf).topk(count, dim=1).indices
+    return index, scores.gather(1, index).masked_fill(ends_eos.gather(1, index), -math.inf)
 
 
 def beam_step(
@@ -133,6 +141,7 @@ def beam_step(
     wanted: int = 1,
     model_log_probs: Tensor | None = None,
     length: Tensor | None = None,
+    constraints: Constraints | None = None,
 ) -> tuple[BeamState, Tensor, Tensor]:
     """Advance the search by one token.
 
@@ -145,16 +154,20 @@ def beam_step(
     displace for the search to end. ``model_log_probs`` (N, K, V): the model's own, where the
     guards changed ``log_probs`` (None: the same). ``length`` (N,): the tokens a hypothesis
     ending now counts, for the length penalty and its log-probability (None: ``step + 1``; less
-    after a target prefix).
+    after a target prefix). ``constraints``: the phrases each sentence's output must hold
+    (:mod:`transformer.decoding.constraints`; ``state.progress`` tracks them), dealing the beam
+    across banks.
     """
     n, k_old, _ = log_probs.shape
-    scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size, chunk=chunk)  # (N, C)
+    scores, beams, tokens, priority, top_k, progress, banks = _candidates(
+        state, log_probs, beam_size=beam_size, chunk=chunk, constraints=constraints)  # (N, C) each
     model_scores = scores if model_log_probs is None else _model_totals(state, model_log_probs, beams, tokens)
     penalty = gnmt_penalty(step + 1 if length is None else length, alpha)  # a number, or (N,)
     ends_eos = tokens == eos_id  # (N, C)
-    # only EOS among the top K counts (so beam 1 is greedy); at the limit all of the top K finish
-    top_k = torch.arange(scores.size(1), device=scores.device) < beam_size  # (C,)
     finishing = top_k & (ends_eos | at_limit[:, None]) & (scores > -math.inf)  # (N, C)
+    if constraints is not None:  # EOS was blocked; at the limit, only the complete if any
+        finishing = constraints.finishers(finishing, banks, state.rows,
+                                          state.finished_scores[state.rows, 0] == -math.inf)
     # the finished pools: tokens, scores, the model's log-probabilities, lengths (B, K, ...)
     fin = (state.finished_tokens, state.finished_scores, state.finished_log_probs, state.finished_lengths)
     if bool(finishing.any()):
@@ -165,14 +178,14 @@ def beam_step(
         pool = merge_finished(fin[0][state.rows], fin[1][state.rows], new_tokens, new_scores,
                               (fin[2][state.rows], model_scores), (fin[3][state.rows], lengths))
         fin = tuple(old.index_put((state.rows,), new) for old, new in zip(fin, pool, strict=True))
-    live, live_scores = select_live(scores, ends_eos, beam_size)  # (N, K) each, best first
+    live, live_scores = select_live(scores, ends_eos, beam_size, priority)  # (N, K) each
     # Done when the pool is full and the best live hypothesis, were it to end now, would not be
     # among the ``wanted`` best finished (as Hugging Face's default, early_stopping=False, with the
     # pool's worst). A full pool alone is not enough: unlikely hypotheses that end early can fill
     # it while a far likelier one is still growing.
     pool_scores = fin[1][state.rows]  # (N, K), best first
     full = (pool_scores > -math.inf).all(dim=1)  # (N,)
-    best_live = live_scores[:, 0] / penalty  # (N,)
+    best_live = live_scores.amax(dim=1) / penalty  # (N,)
     done = (full & (best_live <= pool_scores[:, min(wanted, pool_scores.size(1)) - 1])) | at_limit  # (N,)
 
     live_beams = beams.gather(1, live)  # (N, K)
@@ -185,9 +198,24 @@ def beam_step(
         finished_log_probs=fin[2],
         finished_lengths=fin[3],
         alive_model_log_probs=None if model_log_probs is None else model_scores.gather(1, live),
+        progress=None if progress is None else progress.pick(live),
     )
     offsets = torch.arange(n, device=beams.device)[:, None] * k_old  # (N, 1)
     return state, (offsets + live_beams).view(-1), done
+
+
+def _candidates(state: BeamState, log_probs: Tensor, *, beam_size: int, chunk: int | None,
+                constraints: Constraints | None) -> tuple[Tensor, ...]:
+    """A step's candidates (N, C): scores, beams, tokens, priority (None: by score), which are
+    the top K (only EOS among them finishes, so beam 1 is greedy; at the limit all of them
+    finish), their progress and banks (None without constraints)."""
+    if constraints is None:
+        scores, beams, tokens = top_candidates(log_probs, state.alive_log_probs, 2 * beam_size, chunk=chunk)
+        top_k = (torch.arange(scores.size(1), device=scores.device) < beam_size)[None, :]  # (1, C)
+        return scores, beams, tokens, None, top_k, None, None
+    assert state.progress is not None
+    return dealt_candidates(log_probs, state.alive_log_probs, constraints, state.progress, state.rows,
+                            beam_size=beam_size, chunk=chunk)
 
 
 def _model_totals(state: BeamState, model_log_probs: Tensor, beams: Tensor, tokens: Tensor) -> Tensor:
@@ -211,6 +239,7 @@ def keep_sentences(state: BeamState, keep: Tensor) -> BeamState:
         finished_log_probs=state.finished_log_probs,
         finished_lengths=state.finished_lengths,
         alive_model_log_probs=None if alive_model is None else alive_model[keep],
+        progress=None if state.progress is None else state.progress.keep(keep),
     )
 
 
@@ -235,6 +264,7 @@ def beam_search(
     no_repeat_ngram: int = 0,
     repetition_penalty: float = 1.0,
     hypotheses: bool = False,
+    constraints: Sequence[Sequence[Sequence[int]]] | None = None,
 ) -> list[list[int]] | list[list[tuple[list[int], float]]] | list[list[Hypothesis]]:
     """Beam search translations of ``src`` (B, S), source ids padded with the model's pad id.
 
@@ -248,6 +278,10 @@ def beam_search(
     log-probability count the tokens after it; with a guard, the score is the guarded
     log-probability's). ``hypotheses``: return the ``nbest`` (or 1) best of each row as
     :class:`~transformer.decoding.common.Hypothesis` (with the model's log-probability) instead.
+    ``constraints``: target phrases (id lists) per row that its output must contain, in any order
+    ([] for a row without; :mod:`transformer.decoding.constraints`); a row's length limit is
+    raised by its phrases' tokens (up to the model's positions, where a hypothesis that reaches
+    the limit ends even with a phrase unmet). Rows without phrases decode as without the argument.
     Runs in evaluation mode under ``torch.inference_mode``.
     """
     check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
@@ -263,13 +297,16 @@ def beam_search(
     prefix = TargetPrefix.of(prefixes, rows=src.size(0), pad_id=pad_id, device=src.device)
     if prefix is not None:
         limits = prefix.limits(limits, model_max_len=model.config.max_len)
+    phrases = Constraints.of(constraints, rows=src.size(0), pad_id=pad_id, device=src.device)
+    if phrases is not None:
+        limits = phrases.limits(limits, model_max_len=model.config.max_len)
     steering = Steering(prefix=prefix, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
     with torch.inference_mode(), evaluation_mode(model):
         session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights,
                                decoder=decoder, precision=precision)
         state = _search(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
                         beam_size=beam_size, alpha=length_penalty, min_len=min_len,
-                        wanted=nbest or 1, steering=steering)
+                        wanted=nbest or 1, steering=steering, constraints=phrases)
     count = 1 if nbest is None else nbest
     tokens = strip_padding(state.finished_tokens[:, :count].flatten(0, 1).tolist(), pad_id=pad_id)
     scores = state.finished_scores[:, :count].flatten().tolist()
@@ -300,11 +337,14 @@ def _search(
     min_len: int,
     wanted: int = 1,
     steering: Steering | None = None,
+    constraints: Constraints | None = None,
 ) -> BeamState:
     """The search loop; returns the final state, whose finished pools hold the results."""
     steering = steering or Steering()
     steps = int(limits.max())
     state = initial_state(src, steps=steps, beam_size=beam_size, pad_id=pad_id)
+    if constraints is not None:
+        state.progress = constraints.start(src.size(0))
     chunk: int | None = None  # for top_candidates, chosen on the first step
     for t in range(steps):
         n, k = state.alive_log_probs.shape
@@ -328,11 +368,13 @@ def _search(
         if steering.prefix is not None:
             log_probs, model_log_probs = _forced(steering.prefix, state.rows, t, log_probs, model_log_probs)
             length = (t + 1 - steering.prefix.lengths[state.rows]).clamp(min=1)  # (N,)
+        if constraints is not None:  # no EOS before every phrase is met
+            constraints.block_eos_(log_probs, state.progress, state.rows, eos_id)
         at_limit = limits[state.rows] == t + 1  # (N,)
         state, index, done = beam_step(
             state, log_probs, step=t, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
             pad_id=pad_id, at_limit=at_limit, chunk=chunk, wanted=wanted,
-            model_log_probs=model_log_probs, length=length,
+            model_log_probs=model_log_probs, length=length, constraints=constraints,
         )  # index (N * K,) rows of the old batch that the new live hypotheses extend
         keep = None
         if bool(done.any()):

@@ -174,16 +174,19 @@ class CTranslate2Translator(Translator):
                    batch_size=batch_size, precision=precision, record=loaded.record)
 
     def _decode(self, sources: list[list[int]], *, prefixes: list[list[int]], keys: list[object],
-                seed: int, log_probs: bool = True) -> list[list[Hypothesis]]:
+                seed: int, log_probs: bool = True,
+                constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
         """One batch (B id lists): CTranslate2's greedy or beam search within each sentence's
-        length limit, or ours for options it is not given (and for target prefixes)."""
-        unmapped = tuple(unsupported_options(self.options)) + (("target prefixes",) if any(prefixes) else ())
+        length limit, or ours for options it is not given (and for target prefixes and
+        constraints)."""
+        unmapped = tuple(unsupported_options(self.options)) + (("target prefixes",) if any(prefixes) else ()) + (
+            ("constraints",) if constraints and any(constraints) else ())
         ours = functools.partial(super()._decode, keys=keys, seed=seed, log_probs=log_probs)
         if unmapped:
             if unmapped not in self.fallbacks:
                 self.fallbacks.add(unmapped)
                 log.info("engine: ours for %s (CTranslate2 is not given them)", ", ".join(unmapped))
-            return ours(sources, prefixes=prefixes)
+            return ours(sources, prefixes=prefixes, constraints=constraints)
         opt, config = self.options, self.model.config
         limits = output_limits(pad_rows(sources, pad_id=config.pad_id), pad_id=config.pad_id,
                                max_len=opt.max_len, max_len_a=opt.max_len_a,

@@ -16,6 +16,9 @@ Japanese targets). Line order and count are kept; an empty line gives an empty t
 A line with a target prefix (the translator's ``target_prefix``, or its own in ``prefixes``) is
 translated whole: its prefix starts the whole line's translation, which may span the line's
 sentences (a line too long for the model is still cut, and its first piece gets the prefix).
+A line with constraints (target phrases its translation must contain, ``constraints``) is
+likewise translated whole, so that each phrase can go wherever it fits in the line's translation
+(a line too long for the model is cut, and its first piece gets them all).
 When sampling, each piece's draws are keyed by its line number and its place in the line, so a
 line gets the same samples however the input is chunked or batched.
 """
@@ -61,15 +64,17 @@ def nth_sentence(text: str, number: int, *, lang: str = "en") -> tuple[str, list
 def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool = True,
                     src_lang: str = "en", tgt_lang: str | None = None, first_line: int = 1,
                     prefixes: Sequence[str | None] | None = None,
-                    keys: Sequence[object] | None = None) -> list[LineTranslation]:
+                    keys: Sequence[object] | None = None,
+                    constraints: Sequence[Sequence[str]] | None = None) -> list[LineTranslation]:
     """Translate ``lines`` (each possibly several sentences); one :class:`LineTranslation` per
     line, in order. A line with a sentence cut to fit gets one warning naming it (numbered from
     ``first_line``). ``prefixes``: one target prefix per line ("": none; None, or no list: the
     translator's ``target_prefix``). ``keys``: what each line's random draws
-    follow when sampling (default: its number)."""
+    follow when sampling (default: its number). ``constraints``: target phrases per line ([]:
+    none) that its translation must contain (a line with some is translated whole)."""
     limit = int(translator.model.config.max_len)
     tokenizer = translator.src_tokenizer
-    for name, given in (("prefixes", prefixes), ("keys", keys)):
+    for name, given in (("prefixes", prefixes), ("keys", keys), ("constraints", constraints)):
         if given is not None and len(given) != len(lines):
             raise ValueError(f"{name}: {len(given)} given for {len(lines)} lines")
 
@@ -78,12 +83,14 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
 
     units: list[str] = []
     unit_prefixes: list[str] = []  # each unit's own: a line's prefix goes to its first piece
+    unit_phrases: list[list[str]] = []  # likewise a line's constraints
     unit_keys: list[tuple[object, int]] = []  # (line's key, piece): what a unit's draws follow
     spans: list[tuple[int, int, int, int]] = []  # (first unit, end unit, sentences, cut)
     for i, (number, line) in enumerate(enumerate(lines, start=first_line)):
         prefix = prefixes[i] if prefixes is not None and prefixes[i] is not None else None
         prefix = (translator.options.target_prefix if prefix is None else prefix) or ""
-        if split and not prefix.strip():
+        phrases = list(constraints[i]) if constraints is not None else []
+        if split and not prefix.strip() and not phrases:
             sentences = split_sentences(line, lang=src_lang)
         else:
             sentences = [line.strip()] if line.strip() else []
@@ -93,6 +100,7 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
             cut += len(pieces) > 1
             units.extend(pieces)
         unit_prefixes.extend(prefix if u == start else "" for u in range(start, len(units)))
+        unit_phrases.extend(phrases if u == start else [] for u in range(start, len(units)))
         line_key = number if keys is None else keys[i]
         unit_keys.extend((line_key, u - start) for u in range(start, len(units)))
         if cut:
@@ -100,7 +108,8 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
                         "cut at clause or word boundaries and translated in pieces",
                         number, cut, limit)
         spans.append((start, len(units), len(sentences), cut))
-    found = translator.translate(units, prefixes=unit_prefixes, keys=unit_keys)
+    found = translator.translate(units, prefixes=unit_prefixes, keys=unit_keys,
+                                 constraints=unit_phrases if constraints is not None else None)
     glue = joiner(tgt_lang)
     out = [_joined(found[a:b], glue, sentences=n, cut=cut) for a, b, n, cut in spans]
     if translator.options.alignments:

@@ -6,6 +6,7 @@
     for t in translator.stream(sys.stdin_lines): ...    # lazily, chunk by chunk, in order
     translator.translate_ids([[17, 45, 9]])             # ids in, best ids out (validation, the demo)
     translator.translate(["A man rides a horse."], prefixes=["Ein Mann"])   # forced starts
+    translator.translate(["A man rides a horse."], constraints=[["Pferd"]])  # terminology
 
 Every translation carries the model's log-probability of its decoded tokens (after any target
 prefix, EOS included) and their count (:class:`~transformer.decoding.common.Hypothesis`).
@@ -121,20 +122,25 @@ class Translator:
                    batch_size=batch_size, precision=precision, record=loaded.record)
 
     def translate(self, sentences: Sequence[str], *, prefixes: Sequence[str | None] | None = None,
-                  keys: Sequence[object] | None = None) -> list[Translation]:
+                  keys: Sequence[object] | None = None,
+                  constraints: Sequence[Sequence[str]] | None = None) -> list[Translation]:
         """Translate ``sentences``; one :class:`Translation` per sentence, in the same order.
 
         ``prefixes``: one target prefix per sentence ("": none; None, or no list: the options'
         ``target_prefix``); each translation starts with its prefix as the target tokenizer
         splits it. ``keys``: what identifies each sentence's random draws when
         sampling (default: its place in ``sentences``; the same key and seed give the same
-        samples in any batch)."""
-        if prefixes is not None and len(prefixes) != len(sentences):
-            raise ValueError(f"prefixes: {len(prefixes)} given for {len(sentences)} sentences")
-        if keys is not None and len(keys) != len(sentences):
-            raise ValueError(f"keys: {len(keys)} given for {len(sentences)} sentences")
+        samples in any batch). ``constraints``: target phrases per sentence ([]: none) that its
+        translation must contain, in any order, as the target tokenizer splits each phrase
+        (lexically constrained beam search, :mod:`transformer.decoding.constraints`; not with
+        sampling). InputError for a phrase the target tokenizer cannot encode."""
+        for name, given in (("prefixes", prefixes), ("keys", keys), ("constraints", constraints)):
+            if given is not None and len(given) != len(sentences):
+                raise ValueError(f"{name}: {len(given)} given for {len(sentences)} sentences")
+        if constraints is not None and any(constraints) and self.options.sampling:
+            raise InputError("constraints need beam search (or greedy decoding), not sampling")
         out: list[Translation | None] = [None] * len(sentences)
-        todo: list[tuple[int, list[int], list[int]]] = []  # (place, source ids, prefix ids)
+        todo: list[tuple[int, list[int], list[int], list[list[int]]]] = []  # (place, source, prefix, phrases)
         limit = self.model.config.max_len
         for i, sentence in enumerate(sentences):
             ids = self.src_tokenizer.encode(sentence.strip()) if sentence.strip() else []
@@ -147,12 +153,35 @@ class Translator:
                 ids = ids[:limit - len(tag)]
             ids = tag + ids if tag else ids
             own = None if prefixes is None else prefixes[i]
-            todo.append((i, ids, self.prefix_ids(self.options.target_prefix if own is None else own)))
-        found = self._candidates([ids for _, ids, _ in todo], prefixes=[p for _, _, p in todo],
-                                 keys=[i if keys is None else keys[i] for i, _, _ in todo])
-        for (i, _, _), candidates in zip(todo, found, strict=True):
+            phrases = [] if constraints is None else [self.phrase_ids(p) for p in constraints[i]]
+            if sum(map(len, phrases)) >= limit:
+                raise InputError(f"constraints of sentence {i + 1}: {sum(map(len, phrases))} tokens "
+                                 f"in all; this model decodes at most {limit - 1}")
+            todo.append((i, ids, self.prefix_ids(self.options.target_prefix if own is None else own),
+                         phrases))
+        found = self._candidates([t[1] for t in todo], prefixes=[t[2] for t in todo],
+                                 keys=[t[0] if keys is None else keys[t[0]] for t in todo],
+                                 constraints=[t[3] for t in todo] if constraints is not None else None)
+        for (i, *_), candidates in zip(todo, found, strict=True):
             out[i] = self._translation(candidates)
         return out  # type: ignore[return-value]
+
+    def phrase_ids(self, phrase: str) -> list[int]:
+        """A constraint phrase as the target tokenizer splits it; InputError when it is blank,
+        when the tokenizer does not know one of its pieces, or when it leaves the model no
+        position."""
+        from transformer.data.tokenizer import UNK_ID
+
+        shown = repr(phrase if len(phrase) <= 40 else phrase[:37] + "...")
+        ids = self.tgt_tokenizer.encode(phrase.strip()) if phrase.strip() else []
+        if not ids:
+            raise InputError(f"constraint {shown} is empty")
+        if UNK_ID in ids:  # the model could only write it as ⁇
+            raise InputError(f"constraint {shown}: the target vocabulary lacks some of its characters")
+        if len(ids) >= int(self.model.config.max_len):
+            raise InputError(f"constraint {shown} is {len(ids)} tokens; this model decodes at most "
+                             f"{int(self.model.config.max_len) - 1}")
+        return ids
 
     def prefix_ids(self, prefix: str | None) -> list[int]:
         """A target prefix as the target tokenizer splits it ([] for None or blank); InputError
@@ -189,12 +218,14 @@ class Translator:
             yield from self.translate(chunk)
 
     def _candidates(self, sources: list[list[int]], *, prefixes: list[list[int]] | None = None,
-                    keys: list[object] | None = None, log_probs: bool = True) -> list[list[Hypothesis]]:
+                    keys: list[object] | None = None, log_probs: bool = True,
+                    constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
         """Decode id lists in batches of similar length (so little goes to padding), with the
         weights the translator's decoder packed once for all batches; results in input order.
         ``prefixes``: target ids each output starts with; ``keys``: each source's key for its
         random draws (default: its place); ``log_probs``: False when only the ids are wanted
-        (greedy decoding then skips a log-sum-exp a step)."""
+        (greedy decoding then skips a log-sum-exp a step); ``constraints``: target phrases per
+        source."""
         prefixes = prefixes if prefixes is not None else [[] for _ in sources]
         keys = keys if keys is not None else list(range(len(sources)))
         seed = self.options.seed if self.options.seed is not None else secrets.randbelow(2**62)
@@ -209,8 +240,10 @@ class Translator:
         try:
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
+                phrases = None if constraints is None else [constraints[i] for i in chunk]
                 found = self._decode([sources[i] for i in chunk], prefixes=[prefixes[i] for i in chunk],
-                                     keys=[keys[i] for i in chunk], seed=seed, log_probs=log_probs)
+                                     keys=[keys[i] for i in chunk], seed=seed, log_probs=log_probs,
+                                     **({"constraints": phrases} if phrases and any(phrases) else {}))
                 for i, candidates in zip(chunk, found, strict=True):
                     out[i] = candidates
                 if bar is not None:
@@ -221,9 +254,11 @@ class Translator:
         return out
 
     def _decode(self, sources: list[list[int]], *, prefixes: list[list[int]], keys: list[object],
-                seed: int, log_probs: bool = True) -> list[list[Hypothesis]]:
+                seed: int, log_probs: bool = True,
+                constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
         """Decode the id lists of one batch: greedy, sampled or beam search, each source's
-        hypotheses best first."""
+        hypotheses best first; with ``constraints`` (phrases per source), constrained beam search
+        (of the options' beam size, 1 included)."""
         src = pad_rows(sources, pad_id=self.model.config.pad_id).to(self.device)  # (B, S)
         opt = self.options
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len=opt.max_len,
@@ -234,12 +269,13 @@ class Translator:
             return sample_decode(self.model, src, seed=seed, keys=keys, samples=opt.nbest or 1,
                                  temperature=opt.temperature, top_k=opt.sampling_topk,
                                  top_p=opt.sampling_topp, **kw)
-        if opt.beam_size == 1 and opt.nbest is None:
+        if opt.beam_size == 1 and opt.nbest is None and constraints is None:
             if not log_probs:
                 return [[Hypothesis(ids, 0.0, 0.0, 0)] for ids in greedy_decode(self.model, src, **kw)]  # type: ignore[union-attr]
             return [[found] for found in greedy_decode(self.model, src, hypotheses=True, **kw)]
         return beam_search(self.model, src, beam_size=opt.beam_size, nbest=opt.nbest or 1,  # type: ignore[return-value]
-                           length_penalty=opt.length_penalty, hypotheses=True, **kw)
+                           length_penalty=opt.length_penalty, hypotheses=True,
+                           constraints=constraints, **kw)
 
     def _translation(self, candidates: list[Hypothesis]) -> Translation:
         """Detokenized candidates: the best as the translation, all of them when n-best was

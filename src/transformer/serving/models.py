@@ -72,9 +72,10 @@ class ServedModel:
     def translate_batch(self, payloads: Sequence[tuple[Any, ...]]) -> list[list[LineTranslation]]:
         """Several requests' texts decoded together: each payload is ``(texts, options)``,
         ``(texts, options, split)``, ``(texts, options, split, prefixes)`` or ``(texts, options,
-        split, prefixes, tag)`` (split into sentences by default:
-        :func:`~transformer.inference.lines.translate_lines`; ``prefixes``: one target prefix per
-        text; ``tag``: source ids put before every sentence). Requests with equal options, split
+        split, prefixes, tag)`` or ``(texts, options, split, prefixes, tag, constraints)`` (split
+        into sentences by default: :func:`~transformer.inference.lines.translate_lines`;
+        ``prefixes``: one target prefix per text; ``tag``: source ids put before every sentence;
+        ``constraints``: target phrases per text, or None). Requests with equal options, split
         and tag share one translation call,
         whatever their prefixes; a text's random draws (sampling) follow its place in its own
         request, so that they do not depend on the batch. One list of translations per request,
@@ -93,8 +94,10 @@ class ServedModel:
             texts = [t for i in members for t in payloads[i][0]]
             prefixes = [p for i in members for p in _prefixes_of(payloads[i])]
             keys = [k for i in members for k in range(len(payloads[i][0]))]
+            phrases = [p for i in members for p in _constraints_of(payloads[i])]
             found = translate_lines(translator, texts, split=split, src_lang=src_lang,
-                                    tgt_lang=tgt_lang, prefixes=prefixes, keys=keys)
+                                    tgt_lang=tgt_lang, prefixes=prefixes, keys=keys,
+                                    constraints=phrases if any(phrases) else None)
             start = 0
             for i in members:
                 n = len(payloads[i][0])
@@ -148,6 +151,12 @@ def _prefixes_of(payload: tuple[Any, ...]) -> list[str | None]:
     """A payload's per-text target prefixes (None each: the options' own)."""
     texts = payload[0]
     return list(payload[3]) if len(payload) > 3 and payload[3] is not None else [None] * len(texts)
+
+
+def _constraints_of(payload: tuple[Any, ...]) -> list[list[str]]:
+    """A payload's per-text target phrases ([] each: none)."""
+    texts = payload[0]
+    return list(payload[5]) if len(payload) > 5 and payload[5] is not None else [[] for _ in texts]
 
 
 def parse_model_specs(specs: Sequence[str]) -> dict[str, str]:

@@ -120,24 +120,33 @@ async def reload(request: Request) -> dict[str, Any]:
     return await reload_changed(server_state(request))
 
 
-def _decoding_of(req: TranslateRequest, model: ServedModel) -> tuple[Any, list[str]]:
-    """A translate request's decoding options (the run's limits, then the request's) and its
-    per-text target prefixes; ApiError 422 naming the request's field for a bad combination."""
+def _decoding_of(req: TranslateRequest, model: ServedModel) -> tuple[Any, list[str], list[list[str]] | None]:
+    """A translate request's decoding options (the run's limits, then the request's), its
+    per-text target prefixes and target phrases (None: none asked); ApiError 422 naming the
+    request's field for a bad combination."""
     from transformer.config.decoding import OptionError
 
     try:
-        options, prefixes = model.default_options(**req.decode_changes()), req.prefixes()
+        options, prefixes, phrases = model.default_options(**req.decode_changes()), req.prefixes(), req.phrases()
     except OptionError as err:
         raise ApiError(422, err.named(REQUEST_FIELDS)) from None
     except ValueError as err:
         raise ApiError(422, str(err)) from None
+    where = "constraints" if req.constraints is not None else "glossary"
+    if phrases is not None and options.sampling:
+        raise ApiError(422, f"{where}: need beam search (or greedy decoding), not sampling")
+    try:  # each distinct phrase once: one the target vocabulary cannot spell fails its request
+        for phrase in {p for own in phrases or [] for p in own}:
+            model.translator.phrase_ids(phrase)  # type: ignore[union-attr]
+    except InputError as err:
+        raise ApiError(422, f"{where}: {err}") from None
     field = "target_prefix" if req.target_prefixes is None else "target_prefixes"
     try:  # here, not in the batch: a bad prefix must fail its own request only
         for prefix in set(prefixes):
             model.translator.prefix_ids(prefix)  # type: ignore[union-attr]
     except InputError as err:
         raise ApiError(422, f"{field}: {err}") from None
-    return options, prefixes
+    return options, prefixes, phrases
 
 
 def _tag_of(req: TranslateRequest, model: ServedModel) -> tuple[int, ...]:
@@ -173,10 +182,10 @@ async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     state = server_state(request)
     model = pick(state.served, req.model, "translation")
     checked(req, request)
-    options, prefixes = _decoding_of(req, model)
+    options, prefixes, phrases = _decoding_of(req, model)
     tag = _tag_of(req, model)
     tokens = model.count_tokens(req.texts)
-    found = await queued(request, model, (list(req.texts), options, req.split, prefixes, tag),
+    found = await queued(request, model, (list(req.texts), options, req.split, prefixes, tag, phrases),
                          tokens=tokens, timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)
     out = [_translation_row(t, nbest=req.nbest is not None, alignments=req.alignments)

@@ -60,6 +60,11 @@ class TranslateRequest(Request):
     tag: Text | None = None  # a source-vocabulary piece put before every sentence (">>fra<<")
     no_repeat_ngram: Annotated[int, Field(ge=0, le=MAX_OUTPUT_TOKENS)] | None = None
     repetition_penalty: Annotated[float, Field(gt=0.0, le=100.0)] | None = None
+    # target phrases each text's translation must contain (one list per text), and glossary
+    # entries [source term, target term] whose target term a text must contain where it holds
+    # the source term (whole words, case-sensitive): transformer.inference.glossary
+    constraints: Annotated[list[list[Text]], Field(min_length=1)] | None = None
+    glossary: list[Annotated[list[Text], Field(min_length=2, max_length=2)]] | None = None
 
     def decode_changes(self) -> dict[str, Any]:
         """The request's decoding options as DecodeOptions fields (those given), the target
@@ -85,6 +90,29 @@ class TranslateRequest(Request):
             raise ValueError(f"target_prefixes: {len(self.target_prefixes)} given for "
                              f"{len(self.texts)} texts; give one per text (\"\" for none)")
         return list(self.target_prefixes)
+
+    def phrases(self) -> list[list[str]] | None:
+        """Each text's target phrases: its own ``constraints``, then the ``glossary``'s target
+        terms whose source terms it holds; None when neither field is given. ValueError, naming
+        the field, for a count that is not one per text or an empty phrase or term."""
+        from transformer.inference.glossary import glossary_phrases
+
+        if self.constraints is None and self.glossary is None:
+            return None
+        own = self.constraints if self.constraints is not None else [[] for _ in self.texts]
+        if len(own) != len(self.texts):
+            raise ValueError(f"constraints: {len(own)} given for {len(self.texts)} texts; give "
+                             "one list of phrases per text ([] for none)")
+        for i, phrases in enumerate(own):
+            for j, phrase in enumerate(phrases):
+                if not phrase.strip():
+                    raise ValueError(f"constraints[{i}][{j}]: must not be empty")
+        pairs = [(s.strip(), t.strip()) for s, t in self.glossary or []]
+        for i, (source, target) in enumerate(pairs):
+            if not source or not target:
+                raise ValueError(f"glossary[{i}]: the {'source' if not source else 'target'} term is empty")
+        return [[p.strip() for p in phrases] + [t for t in glossary_phrases(text, pairs) if t not in phrases]
+                for text, phrases in zip(self.texts, own, strict=True)]
 
 
 class AttentionRequest(Request):

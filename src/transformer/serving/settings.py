@@ -63,8 +63,12 @@ class Limits:
             texts = [(name, value)] if isinstance(value, str) else \
                 [(f"{name}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list | tuple) else []
             for where, text in texts:
-                if isinstance(text, str) and len(text) > self.max_chars:
-                    return f"{where}: longer than {self.max_chars} characters"
+                inner = [(f"{where}[{j}]", t) for j, t in enumerate(text)] if isinstance(text, list | tuple) else [(where, text)]
+                if len(inner) > self.max_texts:  # a list in a list: a text's constraints
+                    return f"{where}: at most {self.max_texts} items, got {len(inner)}"
+                for at, one in inner:
+                    if isinstance(one, str) and len(one) > self.max_chars:
+                        return f"{at}: longer than {self.max_chars} characters"
         return None
 
 
