@@ -14,6 +14,7 @@ from transformer.cli import main
 from transformer.data.builtin_task import number_task_splits
 from transformer.data.prepared.prepare import prepare
 from transformer.data.prepared.request import PrepareRequest
+from transformer.serving.models import load_served
 
 MODEL = ["--preset", "tiny", "--d-model", "64", "--num-heads", "4", "--layers", "2", "--d-ff", "256",
          "--dropout", "0.1", "--max-len", "64"]
@@ -33,6 +34,21 @@ def both_ways(root: Path, corpus, split: str) -> list[tuple[str, str]]:
     en = write(root / f"{split}.en", list(corpus.src))
     de = write(root / f"{split}.de", list(corpus.tgt))
     return [(en, de), (de, en)]
+
+
+def test_the_tags_reach_the_model_record_and_get_v1_models(tmp_path):
+    splits = number_task_splits(0, train_size=200, valid_size=20, test_size=20, max_number=9_999)
+    data = tmp_path / "data"
+    prepare(PrepareRequest(train=both_ways(tmp_path, splits["train"], "train"),
+                           tags=[">>de<<", ">>en<<"], vocab_size=100, character_coverage=1.0,
+                           byte_fallback=False, workers=1, out=str(data)))
+    run = tmp_path / "run"
+    assert main(["train", "--data-dir", str(data), "--preset", "tiny", "--d-model", "16", "--d-ff",
+                 "32", "--num-heads", "2", "--layers", "1", "--max-steps", "2", "--threads", "1",
+                 "--precision", "fp32", "--no-progress", "--out", str(run)]) == 0
+    assert json.loads((run / "config.json").read_text())["data"]["tags"] == [">>de<<", ">>en<<"]
+    described = load_served({"both": str(run)})["both"].describe()
+    assert described["tags"] == [">>de<<", ">>en<<"] and described["target_langs"] == ["de", "en"]
 
 
 @pytest.mark.slow
