@@ -29,6 +29,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     data.add_argument("--weights", metavar="W[,W]", help="how often each corpus is drawn "
                       "relative to the others (an epoch holds as many pairs as all corpora, "
                       "corpus k's share w_k/sum(w)); default: every pair once per epoch")
+    data.add_argument("--tags", metavar="TAG[,TAG]", help="one tag per corpus (e.g. >>de<<,>>en<<): "
+                      "put first in each of that corpus's source sentences (validation corpora "
+                      "too, in the same order) as a vocabulary piece of its own, as `transformer "
+                      "translate` puts a tag first")
     data.add_argument("--valid-src", metavar="FILE[,FILE]", help="validation source files")
     data.add_argument("--valid-tgt", metavar="FILE[,FILE]", help="validation target files")
     data.add_argument("--filter", metavar="SPEC", help="training pairs to drop or cut, comma-"
@@ -78,6 +82,10 @@ def _weights(value: str | None) -> list[float] | None:
                          "1,3") from None
 
 
+def _tags(value: str | None) -> list[str] | None:
+    return None if value is None else value.split(",")
+
+
 def run_prepare(args: argparse.Namespace) -> int:
     from transformer.data.prepared.prepare import prepare
     from transformer.data.prepared.request import Filters, PrepareRequest
@@ -92,6 +100,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         sides[split] = list(zip(src, tgt, strict=True))
     request = PrepareRequest(
         train=sides["train"], valid=sides["valid"], weights=_weights(args.weights),
+        tags=_tags(args.tags),
         tokenizer_from=args.tokenizer_from, vocab_size=args.vocab_size,
         tokenizer_sample=args.tokenizer_sample, joint=not args.separate,
         model_type=args.model_type, byte_fallback=args.byte_fallback, seed=args.seed, filters=Filters.parse(args.filter),

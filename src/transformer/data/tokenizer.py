@@ -106,6 +106,7 @@ class Tokenizer:
         sample_size: int | None = None,
         seed: int = 0,
         num_threads: int | None = None,
+        user_defined_symbols: Sequence[str] = (),
     ) -> Tokenizer:
         """Train a tokenizer on ``texts`` (any iterable of sentences; empty ones are skipped).
 
@@ -113,7 +114,9 @@ class Tokenizer:
         the 256 byte pieces; ``model_type`` is "bpe" or "unigram" (SentencePiece's "char" and
         "word" also work; "char" takes as many pieces as there are characters, at most
         ``vocab_size``). ``sample_size`` trains on a random sample of that many sentences (seeded
-        by ``seed``) for big corpora; ``None`` uses all. Nothing is written to disk. Raises
+        by ``seed``) for big corpora; ``None`` uses all. ``user_defined_symbols`` become pieces of
+        their own (counted in ``vocab_size``), never split: source tags such as ``>>de<<``.
+        Nothing is written to disk. Raises
         :class:`InputError` when the text cannot support ``vocab_size`` (naming the limit).
         """
         if model_type not in MODEL_TYPES:
@@ -151,6 +154,8 @@ class Tokenizer:
             # sentences longer than this many bytes are skipped in training (not in encoding)
             max_sentence_length=1 << 16,
         )
+        if user_defined_symbols:
+            options["user_defined_symbols"] = list(user_defined_symbols)
         if model_type == "char":
             options["hard_vocab_limit"] = False
         try:

@@ -141,6 +141,9 @@ class ServedModel:
             langs = target_langs(self.translator.src_tokenizer)
             if langs:  # a multi-target model: translate --target-lang ID
                 info["target_langs"] = langs
+            tags = record.data.get("tags")
+            if tags:  # trained on data prepared with --tags: translate --tag TAG
+                info["tags"] = list(dict.fromkeys(tags))
         else:
             info["labels"] = list(self.classifier.label_names)
             info["multi_label"] = bool(self.classifier.multi_label)

@@ -72,7 +72,7 @@ def prepared_inputs(prepared: PreparedData, cfg: TranslationTrainConfig, *, max_
     inputs = TranslationInputs(data=data, train_pairs=len(pairs), record={
         "train": f"{prepared.root}/train", "valid": None, "data_dir": str(prepared.root),
         "manifest_sha256": prepared.manifest_sha256, "train_pairs": len(pairs), "valid_pairs": 0,
-        "weights": prepared.weights})
+        "weights": prepared.weights, "tags": prepared.manifest.get("tags")})
     if prepared.has_split("valid"):
         inputs.record["valid"] = f"{prepared.root}/valid"
         valid = prepared.pairs("valid", max_len=max_len, on_long="truncate")

@@ -68,9 +68,11 @@ def _flat(rows: list[list[int]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarra
     return ids, lengths
 
 
-def encode_chunk(src: list[str], tgt: list[str], filters: Filters | None) -> dict[str, np.ndarray]:
+def encode_chunk(src: list[str], tgt: list[str], filters: Filters | None,
+                 tag: tuple[str, int] | None = None) -> dict[str, np.ndarray]:
     """Encode and filter (``filters``; None: only empty pairs) one chunk of stripped line pairs
-    with the worker's tokenizers.
+    with the worker's tokenizers; with ``tag`` (its text and id) every source row starts with that
+    one id, which counts as a source token in the filters (never cut by ``truncate``).
 
     Returns ``reason`` (per pair: 0 kept, else 1 + the index in :data:`REASONS`, dedup excepted),
     ``truncated`` (per pair), the kept pairs' flat ids and lengths per side, and with dedup their
@@ -84,6 +86,7 @@ def encode_chunk(src: list[str], tgt: list[str], filters: Filters | None) -> dic
     reason[[i for i in range(n) if not (src[i] and tgt[i])]] = 1
     s_ids = src_tok.encode_batch([src[i] for i in text]) if text else []
     t_ids = tgt_tok.encode_batch([tgt[i] for i in text]) if text else []
+    prefix = f"{tag[0]} " if tag is not None else ""  # the tag is part of the pair for dedup
     kept: list[int] = []
     rows_s: list[list[int]] = []
     rows_t: list[list[int]] = []
@@ -93,6 +96,9 @@ def encode_chunk(src: list[str], tgt: list[str], filters: Filters | None) -> dic
         if not ls or not lt:
             reason[i] = 2
             continue
+        if tag is not None:
+            s = [tag[1], *s]
+            ls += 1
         if filters is not None:
             if filters.max_len is not None and max(ls, lt) > filters.max_len:
                 reason[i] = 3
@@ -111,7 +117,7 @@ def encode_chunk(src: list[str], tgt: list[str], filters: Filters | None) -> dic
     out["tgt_ids"], out["tgt_len"] = _flat(rows_t, dtype)
     if filters is not None and filters.dedup:
         out["hash"] = np.fromiter(
-            (int.from_bytes(hashlib.blake2b(f"{len(src[i])}:{src[i]}{tgt[i]}".encode(), digest_size=8)
+            (int.from_bytes(hashlib.blake2b(f"{len(prefix + src[i])}:{prefix}{src[i]}{tgt[i]}".encode(), digest_size=8)
                             .digest(), "little") for i in kept), dtype=np.uint64, count=len(kept))
     return out
 
@@ -130,16 +136,16 @@ class ChunkEncoder:
         else:
             _init_worker(*init)
 
-    def run(self, chunks: Iterator[tuple[list[str], list[str]]],
-            filters: Filters | None) -> Iterator[dict[str, np.ndarray]]:
+    def run(self, chunks: Iterator[tuple[list[str], list[str]]], filters: Filters | None,
+            tag: tuple[str, int] | None = None) -> Iterator[dict[str, np.ndarray]]:
         """:func:`encode_chunk`'s answer for each of ``chunks``, in their order."""
         if self.pool is None:
             for src, tgt in chunks:
-                yield encode_chunk(src, tgt, filters)
+                yield encode_chunk(src, tgt, filters, tag)
             return
         pending: deque = deque()
         for src, tgt in chunks:
-            pending.append(self.pool.apply_async(encode_chunk, (src, tgt, filters)))
+            pending.append(self.pool.apply_async(encode_chunk, (src, tgt, filters, tag)))
             if len(pending) >= 2 * self.workers:
                 yield pending.popleft().get()
         while pending:

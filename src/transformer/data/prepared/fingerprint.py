@@ -62,6 +62,7 @@ def request_key(request: PrepareRequest, inputs: list[dict[str, Any]]) -> dict[s
     """Everything the directory's content depends on: equal keys, equal directories."""
     return {"format_version": FORMAT_VERSION, "inputs": inputs,
             "weights": None if request.weights is None else [float(w) for w in request.weights],
+            "tags": None if request.tags is None else list(request.tags),
             "tokenizer": tokenizer_key(request), "filters": request.filters.to_dict()}
 
 

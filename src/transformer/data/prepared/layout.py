@@ -2,7 +2,7 @@
 
     DATA_DIR/
       manifest.json          format version, inputs (path, size, sha256), tokenizer hash, filters
-                             and counts, weights, the command
+                             and counts, weights, tags (one per corpus, or null), the command
       tokenizer/             the SentencePiece model(s), as in a model directory
       train/c0/, train/c1/   one folder per corpus, in the order given
         src.ids, tgt.ids     token ids of every kept pair, concatenated (no BOS/EOS); uint16 when

@@ -66,7 +66,7 @@ from transformer.data.prepared.layout import (
 )
 from transformer.data.prepared.request import Filters, PrepareRequest
 from transformer.data.prepared.shards import ShardWriter
-from transformer.data.prepared.tokenizers import make_tokenizers
+from transformer.data.prepared.tokenizers import make_tokenizers, tag_ids
 from transformer.data.seen_hashes import SeenHashes
 from transformer.errors import InputError
 
@@ -107,13 +107,15 @@ def _write(tmp: Path, request: PrepareRequest, *, key: dict[str, Any], workers: 
     src_tok, tgt_tok, sampled, what = make_tokenizers(request, tmp / TOKENIZER_DIR)
     _stage("tokenizer", began, what)
     dtype = id_dtype(max(src_tok.vocab_size, tgt_tok.vocab_size))
+    ids = tag_ids(src_tok, request.tags, source="the tokenizer")
+    tags = None if ids is None else list(zip(request.tags, ids, strict=True))
     splits = {}
     encoder = ChunkEncoder(min(workers, 64), (src_tok, tgt_tok, dtype.str))
     try:
         for split, pairs in (("train", request.train), ("valid", request.valid)):
             if pairs:
                 splits[split] = _encode_split(
-                    tmp, split, pairs, encoder, dtype=dtype, progress=progress,
+                    tmp, split, pairs, encoder, dtype=dtype, progress=progress, tags=tags,
                     filters=request.filters if split == "train" else None)
     finally:
         encoder.close()
@@ -127,6 +129,7 @@ def _write(tmp: Path, request: PrepareRequest, *, key: dict[str, Any], workers: 
         "id_dtype": dtype.str,
         "filters": request.filters.to_dict(),
         "weights": key["weights"],
+        "tags": key["tags"],
         "splits": splits,
         "request": key,
     }
@@ -135,15 +138,17 @@ def _write(tmp: Path, request: PrepareRequest, *, key: dict[str, Any], workers: 
 
 
 def _encode_split(tmp: Path, split: str, pairs: Sequence[tuple[str, str]], encoder: ChunkEncoder,
-                  *, dtype: np.dtype, filters: Filters | None,
-                  progress: bool) -> list[dict[str, Any]]:
-    """Encode every corpus of ``split`` into ``tmp``; the corpora's manifest entries."""
+                  *, dtype: np.dtype, filters: Filters | None, progress: bool,
+                  tags: list[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
+    """Encode every corpus of ``split`` into ``tmp`` (corpus k's sources led by ``tags[k]``, its
+    text and id, when given); the corpora's manifest entries."""
     seen = SeenHashes()  # one for the split: dedup drops a pair seen in any earlier corpus too
     infos = []
     for index, (src_path, tgt_path) in enumerate(pairs):
         began = time.perf_counter()
         info = _encode_corpus(corpus_dir(tmp, split, index), src_path, tgt_path, encoder, seen,
                               dtype=dtype, filters=filters, references=split == "valid",
+                              tag=None if tags is None else tags[index],
                               bar_label=f"{split} {Path(src_path).name}" if progress else None)
         infos.append(info)
         _stage(f"encode {split} {index}", began,
@@ -155,10 +160,12 @@ def _encode_split(tmp: Path, split: str, pairs: Sequence[tuple[str, str]], encod
 
 def _encode_corpus(folder: Path, src_path: str, tgt_path: str, encoder: ChunkEncoder,
                    seen: SeenHashes, *, dtype: np.dtype, filters: Filters | None,
-                   references: bool, bar_label: str | None) -> dict[str, Any]:
-    """Encode one corpus into ``folder``: its two sides' id files and, with ``references``, its
-    kept targets as text; a progress bar named ``bar_label`` unless None. Returns its manifest
-    entry; InputError when no pair is left."""
+                   references: bool, bar_label: str | None,
+                   tag: tuple[str, int] | None = None) -> dict[str, Any]:
+    """Encode one corpus into ``folder``: its two sides' id files (every source row led by
+    ``tag``'s id when given) and, with ``references``, its kept targets as text; a progress bar
+    named ``bar_label`` unless None. Returns its manifest entry; InputError when no pair is
+    left."""
     writers = {side: ShardWriter(folder, side, dtype) for side in SIDES}
     texts = open(folder / REFERENCES, "w", encoding="utf-8") if references else None  # noqa: SIM115
     dropped = dict.fromkeys(REASONS, 0)
@@ -169,7 +176,7 @@ def _encode_corpus(folder: Path, src_path: str, tgt_path: str, encoder: ChunkEnc
     if texts is not None:
         chunks = _remember(chunks, held)
     try:
-        for out in encoder.run(chunks, filters):
+        for out in encoder.run(chunks, filters, tag):
             n = len(out["reason"])
             lines += n
             counts = np.bincount(out["reason"], minlength=len(REASONS) + 1)
@@ -198,7 +205,7 @@ def _encode_corpus(folder: Path, src_path: str, tgt_path: str, encoder: ChunkEnc
     return {"name": f"{Path(src_path).name} + {Path(tgt_path).name}", "src": str(src_path),
             "tgt": str(tgt_path), "lines": lines, "pairs": writers["src"].rows,
             "tokens": {side: writers[side].tokens for side in SIDES},
-            "dropped": dropped, "truncated": truncated}
+            "dropped": dropped, "truncated": truncated, **({"tag": tag[0]} if tag else {})}
 
 
 def _drop_seen(out: dict[str, np.ndarray], seen: SeenHashes,

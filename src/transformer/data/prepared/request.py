@@ -71,7 +71,8 @@ class PrepareRequest:
     optional validation pairs, the tokenizer (``tokenizer_from`` a run or model directory, or
     trained: ``vocab_size`` pieces on a sample of ``tokenizer_sample`` sentences), ``filters``,
     ``workers`` processes (default: every core) and the ``out`` directory. ``command`` is recorded
-    in the manifest."""
+    in the manifest. ``tags``: one per training corpus (and per validation corpus, in the same
+    order), put first in each of that corpus's source sentences as a piece of its own."""
 
     train: Sequence[tuple[str, str]]
     out: str
@@ -88,6 +89,7 @@ class PrepareRequest:
     filters: Filters = field(default_factory=Filters)
     workers: int | None = None
     command: Sequence[str] = ()
+    tags: Sequence[str] | None = None
 
     def check(self) -> None:
         """InputError for what can be refused before reading anything."""
@@ -100,6 +102,7 @@ class PrepareRequest:
             bad = [w for w in self.weights if not (w > 0 and np.isfinite(w))]
             if bad:
                 raise InputError(f"--weights: {bad[0]!r} is not a positive number")
+        self._check_tags()
         for split, pairs in (("train", self.train), ("valid", self.valid)):
             for src, tgt in pairs:
                 for flag, path in ((f"--{split}-src", src), (f"--{split}-tgt", tgt)):
@@ -120,3 +123,23 @@ class PrepareRequest:
                                                   and not (out / MANIFEST).is_file())):
             raise InputError(f"{out}: exists and is not a prepared data directory; choose another "
                              "--out")
+
+    def _check_tags(self) -> None:
+        """InputError naming ``--tags`` for a count that is not one per corpus, an empty tag or
+        one with whitespace."""
+        if self.tags is None:
+            return
+        value = ",".join(self.tags)
+        for tag in self.tags:
+            if not tag:
+                raise InputError(f"--tags {value!r}: an empty tag in the list")
+            if any(c.isspace() for c in tag):
+                raise InputError(f"--tags {value!r}: the tag {tag!r} holds whitespace; a tag is "
+                                 "one piece, e.g. >>de<<")
+        if len(self.tags) != len(self.train):
+            raise InputError(f"--tags {value!r}: {len(self.tags)} tags for {len(self.train)} "
+                             "training corpora; give one per corpus")
+        if self.valid and len(self.valid) != len(self.tags):
+            raise InputError(f"--tags {value!r}: {len(self.tags)} tags for {len(self.valid)} "
+                             "validation corpora; give one validation corpus per training corpus "
+                             "(tagged alike) or none")

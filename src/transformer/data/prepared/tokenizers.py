@@ -5,7 +5,7 @@ drawn in one pass over the training text."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from transformer.atomic import existing_dir
 from transformer.data.prepared.chunk_encoding import iter_line_pairs
 from transformer.data.prepared.layout import TOKENIZER_DIR
 from transformer.data.prepared.request import PrepareRequest
-from transformer.data.tokenizer import Tokenizer
+from transformer.data.tokenizer import UNK_ID, Tokenizer
 from transformer.data.tokenizer_pair import INDEX_FILE, load_tokenizers, save_tokenizers
 from transformer.errors import InputError
 
@@ -38,6 +38,7 @@ def make_tokenizers(request: PrepareRequest, folder: Path) -> tuple[Any, Any, in
     if request.tokenizer_from is not None:
         shutil.copytree(tokenizer_folder(request.tokenizer_from), folder)
         src_tok, tgt_tok = load_tokenizers(folder)
+        tag_ids(src_tok, request.tags, source=f"--tokenizer-from {request.tokenizer_from}")
         return src_tok, tgt_tok, 0, (f"from {request.tokenizer_from}: {src_tok.vocab_size:,}"
                                      f"/{tgt_tok.vocab_size:,} pieces")
     src_tok, tgt_tok, seen = _train_tokenizers(request)
@@ -46,6 +47,21 @@ def make_tokenizers(request: PrepareRequest, folder: Path) -> tuple[Any, Any, in
     return src_tok, tgt_tok, sampled, (f"{'joint ' if request.joint else ''}{request.model_type} "
                                        f"vocabulary of {src_tok.vocab_size:,} pieces trained on "
                                        f"{sampled:,} of {seen:,} sentences")
+
+
+def tag_ids(src_tok: Any, tags: Sequence[str] | None, *, source: str) -> list[int] | None:
+    """The source vocabulary's id of each of ``tags`` (None for none); InputError naming
+    ``source`` when one is not a piece of its own (as ``translate --tag`` needs it)."""
+    if tags is None:
+        return None
+    ids = []
+    for tag in tags:
+        found = src_tok.piece_to_id(tag)
+        if found == UNK_ID or src_tok.id_to_piece(found) != tag:
+            raise InputError(f"--tags {','.join(tags)}: {source}'s source vocabulary has no piece "
+                             f"{tag!r}; a tokenizer trained by prepare --tags has one")
+        ids.append(found)
+    return ids
 
 
 def _sentences(request: PrepareRequest, side: int | None) -> Iterator[str]:
@@ -67,12 +83,13 @@ def _train_tokenizers(request: PrepareRequest) -> tuple[Any, Any, int]:
                    byte_fallback=request.byte_fallback,
                    character_coverage=request.character_coverage,
                    sample_size=request.tokenizer_sample, seed=request.seed)
+    tags = list(dict.fromkeys(request.tags or ()))  # pieces of their own, on the source side
     if request.joint:
         counter = _Count(_sentences(request, None))
-        tok = Tokenizer.train(counter, **options)
+        tok = Tokenizer.train(counter, user_defined_symbols=tags, **options)
         return tok, tok, counter.count
     counter = _Count(_sentences(request, 0))
-    src = Tokenizer.train(counter, **options)
+    src = Tokenizer.train(counter, user_defined_symbols=tags, **options)
     tgt = Tokenizer.train(_sentences(request, 1), **options)
     return src, tgt, 2 * counter.count
 
