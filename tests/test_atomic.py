@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from transformer.atomic import atomic_write, atomic_write_bytes
-from transformer.errors import WriteError
+from transformer.errors import InputError, WriteError
 
 
 def test_atomic_write_bytes_makes_the_folder_and_replaces_the_file(tmp_path):
@@ -92,3 +92,29 @@ def test_a_failed_fsync_of_the_data_fails_the_write(tmp_path, monkeypatch):
         atomic_write_bytes(path, b"lost on the way to the disk")
     monkeypatch.undo()
     assert path.read_bytes() == b"good"
+
+
+def test_a_directory_in_the_files_place_is_refused_as_input(tmp_path):
+    """An output path that names a directory is the caller's mistake (exit 2), not a failed write;
+    the directory is untouched and no temporary is left beside it."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "kept").write_text("x")
+    with pytest.raises(InputError, match="is a directory"):
+        atomic_write_bytes(tmp_path / "out", b"data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert (tmp_path / "out" / "kept").read_text() == "x"
+
+
+def test_translate_to_a_directory_is_one_line_and_exit_2(tmp_path, capsys):
+    from transformer.cli import main
+    from transformer.inference.file_job import check_start
+
+    (tmp_path / "out").mkdir()
+    with pytest.raises(InputError, match="is a directory"):
+        check_start(tmp_path / "out", resume=False)
+    source = tmp_path / "in.txt"
+    source.write_text("one\n")
+    assert main(["translate", "--model", str(tmp_path / "none"), "-i", str(source),
+                 "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a directory" in err[0], err

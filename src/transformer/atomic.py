@@ -59,9 +59,12 @@ def _write_error(path: Path, err: BaseException) -> BaseException:
 def atomic_write(path: Path | str, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, then rename it to ``path``.
 
-    If ``write`` fails the temporary file is removed and ``path`` is left as it was.
+    If ``write`` fails the temporary file is removed and ``path`` is left as it was; a ``path``
+    that is a directory is refused (InputError) before anything is written.
     """
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory; give the output file's name")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         write(tmp)

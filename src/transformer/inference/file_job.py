@@ -112,6 +112,8 @@ def check_start(output: Path | str, *, resume: bool) -> None:
     """Refuse, before anything is loaded, what :func:`write_resumably` would refuse without
     reading the input: a resume with nothing to resume, a fresh start over an interrupted run."""
     output = Path(output)
+    if output.is_dir():
+        raise InputError(f"{output} is a directory; give the output file's name")
     partial, record_path = partial_path(output), progress_path(output)
     if resume and not partial.exists() and not (record_path.exists() and output.exists()):
         raise InputError(f"--resume: {partial} not found: there is no interrupted run to "
