@@ -61,3 +61,31 @@ def test_live_tensor_bytes_counts_storages_once_until_freed():
         del view, b
         assert tracker.current == 0
     assert tracker.peak == 8000
+
+
+def test_a_step_the_grad_scaler_skips_is_not_taken_as_the_measured_step():
+    """fp16's grad scaler skips a step whose gradients overflow, and a skipped step never reaches
+    Adam: a peak measured on it misses Adam's moments and update (the GPU check found fp16's
+    estimate 1.33x such a "peak"). The step is retried until the optimizer has stepped."""
+    from transformer.memory.measure import _random_batch, _seeded_model, _TrainStep
+
+    config = ModelConfig.tiny(vocab_size=200)
+    cpu = torch.device("cpu")
+    model = _seeded_model(config, encoder_only=False, num_labels=2, pooling="mean", seed=0,
+                          device=cpu)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    batch = _random_batch(config, torch.Generator().manual_seed(0), batch_size=2, src_len=5,
+                          tgt_len=5, encoder_only=False, num_labels=2, device=cpu)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    step = _TrainStep(model, optimizer, scaler, batch, config=config, encoder_only=False,
+                      label_smoothing=0.1, precision="fp32", device_type="cpu")
+    loss = step._loss
+    overflows = [True, True]  # the next two losses overflow (their gradients become inf/nan)
+    step._loss = lambda: loss() * (float("inf") if overflows and overflows.pop() else 1.0)
+    step(None)
+    assert not optimizer.state and scaler.get_scale() == 2.0**15  # skipped, backed off
+    step.until_stepped(None)  # skips once more, then steps
+    assert optimizer.state and scaler.get_scale() == 2.0**14 and not overflows
+    step._loss = lambda: loss() * float("inf")  # never steps
+    with pytest.raises(RuntimeError, match="skipped 3 steps"):
+        step.until_stepped(None, tries=3)

@@ -15,9 +15,11 @@ the loss's gradients), the output projection's backward (activations, the logits
 first weight gradient), the last layer's backward (activations and the first gradients in flight),
 the end of a classifier's forward pass, and the optimizer step (all gradients and Adam's
 temporaries). On the CPU the estimate matches the measured peak to within a few percent for every
-configuration tried (``benchmarks/memory.py``); the CUDA-only choices (bool dropout masks, the
+configuration tried (``benchmarks/memory.py``). The CUDA-only choices (bool dropout masks, the
 memory-efficient attention kernel's aligned bias and padded log-sum-exp, Adam's foreach
-temporaries) follow PyTorch's kernels but have not been measured on a GPU here.
+temporaries, the sum kernel's staging buffer for bias gradients) follow PyTorch's kernels; on an
+H200 the estimate was 0.98-1.03x ``torch.cuda.max_memory_allocated`` for the GPU check's eight
+steps (base translation fp32/bf16/fp16, a small classifier; ``benchmarks/results/gpu_check.json``).
 
 Shapes: B batch, S source length, T target length, D d_model, F d_ff, V vocabulary.
 """
@@ -34,6 +36,7 @@ from transformer.memory.activations import (
     embedding_bytes,
     encoder_layer_bytes,
     residual_mask,
+    sum_staging_bytes,
 )
 from transformer.memory.parameters import largest_parameter, matmul_weights, parameter_count
 from transformer.memory.setting import FP32, INT64, check_step
@@ -115,8 +118,10 @@ def _translation_stacks(config: ModelConfig, b: int, s: int, t: int, by: Element
     grad16 = a if a != FP32 else 0
     grads = "and their gradient" + (" (and the 16-bit logits)" if grad16 else "")
     # the output projection's backward: the logits' gradient, the weight gradient (under autocast
-    # first in 16 bits, then float32) and the gradient of its input
-    out_proj = n_tgt * v * a + v * d * (FP32 + grad16) + n_tgt * d * a
+    # first in 16 bits, then float32) and the gradient of its input; on CUDA, the staging buffer of
+    # its bias gradient's sum over the tokens (activations.sum_staging_bytes)
+    out_proj = (n_tgt * v * a + v * d * (FP32 + grad16) + n_tgt * d * a
+                + sum_staging_bytes(n_tgt, v, by))
     return _Stacks(
         lines=(
             MemoryLine("activations: encoder", encoder,
@@ -280,8 +285,12 @@ def _last_layer_backward(config: ModelConfig, stacks: _Stacks, by: ElementBytes)
     a, d = by.act, config.d_model
     grad16 = a if a != FP32 else 0  # autocast: a 16-bit weight gradient before its float32 copy
     n = stacks.last_tokens
+    in_flight = 2 * n * config.d_ff * a
+    # on CUDA, summing the first FFN linear's bias gradient over the tokens stages partial sums
+    # (activations.sum_staging_bytes) while one (tokens, d_ff) gradient is alive
+    in_flight = max(in_flight, n * config.d_ff * a + sum_staging_bytes(n, config.d_ff, by))
     return ((stacks.head_params + d * config.d_ff + d) * (FP32 + grad16)
-            + 2 * n * config.d_ff * a + n * d * (a - FP32 - residual_mask(config, by)))
+            + in_flight + n * d * (a - FP32 - residual_mask(config, by)))
 
 
 def _moments(config: ModelConfig, stacks: _Stacks, by: ElementBytes, *,

@@ -129,7 +129,8 @@ def measure_training_peak(
     backward (through a grad scaler for ``fp16``), gradient clipping, an Adam step with the
     paper's betas and ``zero_grad(set_to_none=True)``. The loss is the label-smoothed
     cross-entropy for translation and plain cross-entropy for a classifier. The first step creates
-    Adam's moments, so the second is the steady state. On CUDA the peak is
+    Adam's moments, so the second is the steady state (with ``fp16``, steps the grad scaler skips
+    for overflow count as neither: they never reach Adam). On CUDA the peak is
     ``torch.cuda.max_memory_allocated``; on the CPU it is :class:`LiveTensorBytes`'s.
     """
     dev = torch.device(device)
@@ -151,10 +152,10 @@ def measure_training_peak(
     step = _TrainStep(model, optimizer, torch.amp.GradScaler("cuda") if precision == "fp16" else None,
                       batch, config=config, encoder_only=encoder_only,
                       label_smoothing=label_smoothing, precision=precision, device_type=dev.type)
-    step(None)  # creates Adam's moments
+    step.until_stepped(None)  # creates Adam's moments
     if dev.type == "cuda":
         phases = _Phases(dev, None)
-        step(phases)
+        step.until_stepped(phases)
         peak = max(phases.peaks.values())
         return MeasuredPeak(peak, phases.peaks, "cuda", "torch.cuda.max_memory_allocated")
     tracker = LiveTensorBytes()
@@ -231,6 +232,18 @@ class _TrainStep:
         return label_smoothed_cross_entropy(
             model(batch[0], batch[1]), batch[2], smoothing=self.label_smoothing,
             ignore_index=self.config.pad_id)
+
+    def until_stepped(self, phases: _Phases | None, tries: int = 32) -> None:
+        """Take steps until one reaches the optimizer: fp16's grad scaler skips a step whose
+        gradients overflow (the first few, while it lowers its scale from 2**16), and a skipped
+        step neither creates Adam's moments nor runs its update, so its peak is not the step's.
+        ``phases`` is given to each try, so a measured peak is the last (stepped) try's."""
+        for _ in range(tries):
+            scale = self.scaler.get_scale() if self.scaler is not None else None
+            self(phases)
+            if scale is None or self.scaler.get_scale() >= scale:
+                return
+        raise RuntimeError(f"the grad scaler skipped {tries} steps in a row: gradients overflow")
 
     def __call__(self, phases: _Phases | None) -> None:
         mark = phases.mark if phases is not None else _no_mark
