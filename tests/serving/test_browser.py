@@ -163,6 +163,11 @@ def test_page_translates_shows_attention_and_exports(server, browser, tmp_path, 
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and exported["width"] > 100 and exported["height"] > 100
     (tmp_path / "attention.png").write_bytes(png)
 
+    # the pointer on the translation's first word: the picture shows its aligned source word lit
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(browser).move_to_element(
+        browser.find_element(By.CSS_SELECTOR, 'td.translation .w[data-j="0"]')).perform()
     shot = Path(os.environ.get("SERVE_SCREENSHOT") or tmp_path / "serve-page.png")
     shot.parent.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
@@ -192,3 +197,69 @@ def test_page_shows_the_attention_of_one_sentence_at_a_time(server, browser, tra
                              f"return v && v.getAttribute('data-cols') === '{len(want['source_tokens'])}'"
                              " && [...v.querySelectorAll('.col-label')].map(t => t.textContent)")
     assert cols == want["source_tokens"] and "seven" in "".join(cols)
+
+
+def _page_translation(browser):
+    return browser.execute_script(
+        "const t = document.querySelector('td.translation .text'); return t && t.textContent")
+
+
+def test_page_completes_a_typed_prefix_keeps_glossary_terms_and_shows_alignments(
+        server, browser, trained_numbers):
+    """The translate card's steering, each checked against the HTTP API's own answer: a target
+    prefix typed key by key is completed without a click (the last keystroke's answer shown), a
+    glossary line forces its target term, and pointing at a translated word lights up the source
+    words its alignment pairs name (and the other way round)."""
+    import httpx
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    if os.environ.get("SERVE_MODEL"):
+        pytest.skip("its prefix and glossary are the number-words model's")
+    model = trained_numbers.partition("=")[0]
+
+    def api(**extra):
+        body = {"model": model, "texts": [SENTENCE], "beam": 4, "alignments": True, **extra}
+        answer = httpx.post(server + "/v1/translate", json=body, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["translations"][0]
+
+    browser.get(server + "/")
+    wait_for(browser, "return document.querySelectorAll('#translate-model option').length > 0")
+    browser.find_element(By.ID, "source").send_keys(SENTENCE)
+
+    prefix = "sieben hundert"  # two words, so the alignment below has at least two to point at
+    want = api(target_prefix=prefix)
+    assert want["text"].startswith(prefix) and want["text"] != api()["text"]
+    browser.find_element(By.ID, "target-prefix").send_keys(prefix)  # no click: typing is enough
+    shown = wait_for(browser, "const t = document.querySelector('td.translation .text');"
+                              f"return t && t.textContent === {want['text']!r} && t.textContent")
+    time.sleep(1.0)  # answers to earlier keystrokes, if any came late, must not replace it
+    assert _page_translation(browser) == shown
+
+    pairs = {tuple(p) for p in want["alignments"]}
+    assert len({j for _, j in pairs}) >= 2, want
+    row = browser.find_element(By.CSS_SELECTOR, "#translations tr")
+    lit = "return [...arguments[0].querySelectorAll('.w.aligned')].map(w => Number(w.getAttribute(arguments[1])))"
+    for j in sorted({j for _, j in pairs}):
+        ActionChains(browser).move_to_element(row.find_element(By.CSS_SELECTOR, f'.w[data-j="{j}"]')).perform()
+        assert sorted(browser.execute_script(lit, row, "data-i")) == sorted(i for i, jj in pairs if jj == j)
+    for i in sorted({i for i, _ in pairs}):
+        ActionChains(browser).move_to_element(row.find_element(By.CSS_SELECTOR, f'.w[data-i="{i}"]')).perform()
+        assert sorted(browser.execute_script(lit, row, "data-j")) == sorted(j for ii, j in pairs if ii == i)
+
+    browser.find_element(By.ID, "target-prefix").clear()
+    glossary = browser.find_element(By.ID, "glossary")
+    glossary.send_keys("four = acht")
+    want = api(glossary=[["four", "acht"]])
+    assert "acht" in want["text"]
+    browser.find_element(By.ID, "translate").click()
+    wait_for(browser, "const t = document.querySelector('td.translation .text');"
+                      f"return t && t.textContent === {want['text']!r}")
+
+    glossary.clear()
+    glossary.send_keys("four without a target")
+    browser.find_element(By.ID, "translate").click()
+    error = wait_for(browser, "const s = document.getElementById('translate-status');"
+                              "return s.classList.contains('error') && s.textContent")
+    assert error.startswith("glossary line 1")

@@ -59,30 +59,104 @@ function showLimits(limits) {
 
 // --- translate ------------------------------------------------------------------------------
 
+// The glossary box: one "source term = target term" a line (a tab works as well as " = ").
+function glossaryPairs() {
+  const pairs = [];
+  $("glossary").value.split("\n").forEach((line, i) => {
+    if (!line.trim()) return;
+    const cut = line.includes("\t") ? line.split("\t") : line.split("=");
+    const [src, tgt] = [cut[0].trim(), cut.slice(1).join("=").trim()];
+    if (!src || !tgt) throw new Error(`glossary line ${i + 1}: write "source term = target term"`);
+    pairs.push([src, tgt]);
+  });
+  return pairs;
+}
+
+// A text as spans of its whitespace-separated words (the words the server's alignments count),
+// the spaces between them kept as text.
+function wordSpans(text, attr) {
+  const out = [];
+  let n = 0;
+  for (const part of text.split(/(\s+)/)) {
+    if (!part) continue;
+    if (/^\s+$/.test(part)) { out.push(document.createTextNode(part)); continue; }
+    const span = document.createElement("span");
+    span.className = "w"; span.textContent = part; span.setAttribute(attr, n++);
+    out.push(span);
+  }
+  return out;
+}
+
+// Point at a word: it and the words aligned to it (pairs [source word, target word]) light up.
+function linkWords(tr, pairs) {
+  const bySource = new Map(), byTarget = new Map();
+  for (const [i, j] of pairs) {
+    bySource.set(i, [...(bySource.get(i) || []), j]);
+    byTarget.set(j, [...(byTarget.get(j) || []), i]);
+  }
+  const clear = () => tr.querySelectorAll(".w").forEach((w) => w.classList.remove("aligned", "pointed"));
+  tr.addEventListener("mouseover", (e) => {
+    const word = e.target.closest(".w"); if (!word) return;
+    clear();
+    word.classList.add("pointed");
+    const j = word.getAttribute("data-j"), i = word.getAttribute("data-i");
+    const [others, attr] = j !== null ? [byTarget.get(Number(j)), "data-i"] : [bySource.get(Number(i)), "data-j"];
+    for (const k of others || []) tr.querySelector(`.w[${attr}="${k}"]`)?.classList.add("aligned");
+  });
+  tr.addEventListener("mouseleave", clear);
+}
+
+// Each call numbered: an answer that arrives after a newer request was sent is dropped, so the
+// completion shown is always the one of the prefix as it is now.
+let translateCalls = 0;
+
 async function translate() {
+  const call = ++translateCalls;
   const texts = $("source").value.split("\n").map((t) => t.trim()).filter((t) => t);
   if (!texts.length) { setStatus("translate-status", "type a sentence first", true); return; }
   const beam = Number($("beam").value), nbest = Number($("nbest").value);
-  const body = { model: $("translate-model").value, texts, beam };
+  const body = { model: $("translate-model").value, texts, beam, alignments: true };
   if (nbest > 1) body.nbest = nbest;
+  const prefix = $("target-prefix").value.trim();
+  if (prefix) body.target_prefix = prefix;
+  try {
+    const glossary = glossaryPairs();
+    if (glossary.length) body.glossary = glossary;
+  } catch (err) { setStatus("translate-status", err.message, true); return; }
   setStatus("translate-status", "translating...");
   try {
     const data = await api("/v1/translate", body);
+    if (call !== translateCalls) return;
     const rows = data.translations.map((t, i) => {
       const tr = document.createElement("tr");
-      const src = document.createElement("td"); src.textContent = texts[i];
-      const out = document.createElement("td"); out.className = "translation"; out.textContent = t.text;
+      const src = document.createElement("td"); src.className = "source"; src.append(...wordSpans(texts[i], "data-i"));
+      const out = document.createElement("td"); out.className = "translation";
+      const top = document.createElement("div"); top.className = "text"; top.append(...wordSpans(t.text, "data-j"));
+      out.append(top);
       for (const alt of (t.nbest || []).slice(1)) {
         const d = document.createElement("div"); d.className = "nbest";
         d.textContent = `${alt.text} (${alt.score.toFixed(3)})`; out.append(d);
       }
       const score = document.createElement("td"); score.className = "score";
       score.textContent = t.score === null ? "greedy" : t.score.toFixed(3);
-      tr.append(src, out, score); return tr;
+      if (t.log_prob !== null && t.log_prob_per_token !== null)
+        score.title = `log-probability ${t.log_prob.toFixed(3)}, ${t.log_prob_per_token.toFixed(3)} a token`;
+      tr.append(src, out, score);
+      linkWords(tr, t.alignments || []);
+      return tr;
     });
     $("translations").replaceChildren(...rows);
     setStatus("translate-status", `${data.timing.total_ms.toFixed(0)} ms`);
-  } catch (err) { setStatus("translate-status", err.message, true); }
+  } catch (err) {
+    if (call === translateCalls) setStatus("translate-status", err.message, true);
+  }
+}
+
+// The prefix box completes as the user types: a translation a short pause after the last key.
+let prefixTimer = null;
+function completeAsTyped() {
+  clearTimeout(prefixTimer);
+  prefixTimer = setTimeout(() => { if ($("source").value.trim()) translate(); }, 250);
 }
 
 // --- attention ------------------------------------------------------------------------------
@@ -298,6 +372,7 @@ async function classify() {
 // --- wiring ---------------------------------------------------------------------------------
 
 $("translate").addEventListener("click", translate);
+$("target-prefix").addEventListener("input", completeAsTyped);
 $("explore").addEventListener("click", () => {
   $("attention-text").value = $("source").value.split("\n").find((t) => t.trim()) || "";
   $("attention-model").value = $("translate-model").value;
