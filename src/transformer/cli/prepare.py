@@ -29,7 +29,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     data.add_argument("--weights", metavar="W[,W]", help="how often each corpus is drawn "
                       "relative to the others (an epoch holds as many pairs as all corpora, "
                       "corpus k's share w_k/sum(w)); default: every pair once per epoch")
-    data.add_argument("--tags", metavar="TAG[,TAG]", help="one tag per corpus (e.g. >>de<<,>>en<<): "
+    data.add_argument("--tags", metavar="TAG[,TAG]", help="one tag per corpus (e.g. >>de<<,>>en<<; "
+                      "an empty one leaves its corpus untagged, as ,<BT> for tagged "
+                      "back-translation): "
                       "put first in each of that corpus's source sentences (validation corpora "
                       "too, in the same order) as a vocabulary piece of its own, as `transformer "
                       "translate` puts a tag first")

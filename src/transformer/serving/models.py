@@ -143,7 +143,7 @@ class ServedModel:
                 info["target_langs"] = langs
             tags = record.data.get("tags")
             if tags:  # trained on data prepared with --tags: translate --tag TAG
-                info["tags"] = list(dict.fromkeys(tags))
+                info["tags"] = [t for t in dict.fromkeys(tags) if t]  # "": an untagged corpus
         else:
             info["labels"] = list(self.classifier.label_names)
             info["multi_label"] = bool(self.classifier.multi_label)

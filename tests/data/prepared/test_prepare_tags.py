@@ -60,11 +60,30 @@ def test_untagged_prepare_has_no_tags_and_tags_change_the_key(files, tokenizer, 
     assert not tagged["up_to_date"] and tagged["manifest_sha256"] != plain["manifest_sha256"]
 
 
+def test_an_empty_tag_leaves_its_corpus_untagged(files, tmp_path):
+    """Tagged back-translation: ``--tags ,<BT>`` tags the second corpus only, and the one
+    validation corpus takes the first (empty) tag: untagged, as the test set will be."""
+    out = tmp_path / "data"
+    prepare(PrepareRequest(train=[files["a"], files["b"]], valid=[files["v"]], tags=["", "<BT>"],
+                           vocab_size=60, byte_fallback=False, workers=1, out=str(out)))
+    data = PreparedData.open(out)
+    src, _ = data.tokenizers()
+    bt = src.piece_to_id("<BT>")
+    assert src.id_to_piece(bt) == "<BT>"
+    (a, b), (v,) = data.corpora("train"), data.corpora("valid")
+    first = next(s for s, t in zip(lines(files["a"][0]), lines(files["a"][1]), strict=True) if s and t)
+    assert a.src[0].tolist() == src.encode(first)  # untagged: the sentence alone
+    assert {b.src[i].tolist()[0] for i in range(len(b))} == {bt}
+    assert all(bt not in corpus.src[i].tolist() for corpus in (a, v) for i in range(len(corpus)))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["tags"] == ["", "<BT>"]
+
+
 @pytest.mark.parametrize("tags, valid, named", [
-    ("a,b,c", False, "3 tags for 2 training corpora"),
-    (">>de<<,", False, "an empty tag"),
-    (">>de<<,>>e n<<", False, "holds whitespace"),
-    (">>de<<,>>en<<", True, "2 tags for 1 validation corpora"),
+    ("a,b,c", 0, "3 tags for 2 training corpora"),
+    (",", 0, "no tag in the list"),
+    (">>de<<,>>e n<<", 0, "holds whitespace"),
+    (">>de<<,>>en<<", 3, "2 tags for 3 validation corpora"),
 ])
 def test_bad_tags_are_one_line_naming_the_flag_and_value_exit_2(files, tmp_path, tags, valid, named):
     (a_src, a_tgt), (b_src, b_tgt) = files["a"], files["b"]
@@ -72,7 +91,8 @@ def test_bad_tags_are_one_line_naming_the_flag_and_value_exit_2(files, tmp_path,
             "--train-tgt", f"{a_tgt},{b_tgt}", f"--tags={tags}", "--vocab-size", "60",
             "--out", str(tmp_path / "data")]
     if valid:
-        argv += ["--valid-src", files["v"][0], "--valid-tgt", files["v"][1]]
+        argv += ["--valid-src", ",".join([files["v"][0]] * valid),
+                 "--valid-tgt", ",".join([files["v"][1]] * valid)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     message = done.stderr.strip()

@@ -108,7 +108,8 @@ def _write(tmp: Path, request: PrepareRequest, *, key: dict[str, Any], workers: 
     _stage("tokenizer", began, what)
     dtype = id_dtype(max(src_tok.vocab_size, tgt_tok.vocab_size))
     ids = tag_ids(src_tok, request.tags, source="the tokenizer")
-    tags = None if ids is None else list(zip(request.tags, ids, strict=True))
+    tags = None if ids is None else [None if i is None else (t, i)
+                                     for t, i in zip(request.tags, ids, strict=True)]
     splits = {}
     encoder = ChunkEncoder(min(workers, 64), (src_tok, tgt_tok, dtype.str))
     try:
@@ -139,9 +140,9 @@ def _write(tmp: Path, request: PrepareRequest, *, key: dict[str, Any], workers: 
 
 def _encode_split(tmp: Path, split: str, pairs: Sequence[tuple[str, str]], encoder: ChunkEncoder,
                   *, dtype: np.dtype, filters: Filters | None, progress: bool,
-                  tags: list[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
+                  tags: list[tuple[str, int] | None] | None = None) -> list[dict[str, Any]]:
     """Encode every corpus of ``split`` into ``tmp`` (corpus k's sources led by ``tags[k]``, its
-    text and id, when given); the corpora's manifest entries."""
+    text and id, when given and not None); the corpora's manifest entries."""
     seen = SeenHashes()  # one for the split: dedup drops a pair seen in any earlier corpus too
     infos = []
     for index, (src_path, tgt_path) in enumerate(pairs):

@@ -125,21 +125,22 @@ class PrepareRequest:
                              "--out")
 
     def _check_tags(self) -> None:
-        """InputError naming ``--tags`` for a count that is not one per corpus, an empty tag or
-        one with whitespace."""
+        """InputError naming ``--tags`` for a count that is not one per corpus, no tag at all,
+        more validation corpora than tags, or a tag with whitespace. An empty entry leaves its
+        corpus untagged (``,<BT>``: tagged back-translation, the real pairs untagged)."""
         if self.tags is None:
             return
         value = ",".join(self.tags)
+        if not any(self.tags):
+            raise InputError(f"--tags {value!r}: no tag in the list")
         for tag in self.tags:
-            if not tag:
-                raise InputError(f"--tags {value!r}: an empty tag in the list")
             if any(c.isspace() for c in tag):
                 raise InputError(f"--tags {value!r}: the tag {tag!r} holds whitespace; a tag is "
                                  "one piece, e.g. >>de<<")
         if len(self.tags) != len(self.train):
             raise InputError(f"--tags {value!r}: {len(self.tags)} tags for {len(self.train)} "
                              "training corpora; give one per corpus")
-        if self.valid and len(self.valid) != len(self.tags):
+        if len(self.valid) > len(self.tags):
             raise InputError(f"--tags {value!r}: {len(self.tags)} tags for {len(self.valid)} "
-                             "validation corpora; give one validation corpus per training corpus "
-                             "(tagged alike) or none")
+                             "validation corpora; validation corpus k takes tag k, so give at "
+                             "most one per training corpus")

@@ -49,13 +49,18 @@ def make_tokenizers(request: PrepareRequest, folder: Path) -> tuple[Any, Any, in
                                        f"{sampled:,} of {seen:,} sentences")
 
 
-def tag_ids(src_tok: Any, tags: Sequence[str] | None, *, source: str) -> list[int] | None:
-    """The source vocabulary's id of each of ``tags`` (None for none); InputError naming
-    ``source`` when one is not a piece of its own (as ``translate --tag`` needs it)."""
+def tag_ids(src_tok: Any, tags: Sequence[str] | None, *,
+            source: str) -> list[int | None] | None:
+    """The source vocabulary's id of each of ``tags`` (None for no tags; an empty tag, an
+    untagged corpus, has id None); InputError naming ``source`` when one is not a piece of its
+    own (as ``translate --tag`` needs it)."""
     if tags is None:
         return None
-    ids = []
+    ids: list[int | None] = []
     for tag in tags:
+        if not tag:
+            ids.append(None)
+            continue
         found = src_tok.piece_to_id(tag)
         if found == UNK_ID or src_tok.id_to_piece(found) != tag:
             raise InputError(f"--tags {','.join(tags)}: {source}'s source vocabulary has no piece "
@@ -83,7 +88,7 @@ def _train_tokenizers(request: PrepareRequest) -> tuple[Any, Any, int]:
                    byte_fallback=request.byte_fallback,
                    character_coverage=request.character_coverage,
                    sample_size=request.tokenizer_sample, seed=request.seed)
-    tags = list(dict.fromkeys(request.tags or ()))  # pieces of their own, on the source side
+    tags = [t for t in dict.fromkeys(request.tags or ()) if t]  # pieces of their own, source side
     if request.joint:
         counter = _Count(_sentences(request, None))
         tok = Tokenizer.train(counter, user_defined_symbols=tags, **options)
