@@ -148,7 +148,7 @@ def with_model(run: Path, **changes) -> None:
 
 @pytest.mark.parametrize(("changes", "tensor", "field"), [
     ({"d_model": 32, "num_heads": 2}, "src_embed.token.weight", "model.d_model is 32"),
-    ({"d_ff": 64}, "decoder.layers.0.feed_forward.linear1.weight", "model.d_ff is 64"),
+    ({"d_ff": 64}, "decoder.layers.0.feed_forward.linear1.bias", "model.d_ff is 64"),
     ({"src_vocab_size": 2**40, "tgt_vocab_size": 2**40}, "src_embed.token.weight",
      f"model.src_vocab_size is {2**40}"),
 ])

@@ -52,16 +52,9 @@ _SWITCHES = (
 
 
 # where each size of the record shows in the tensors: (name pattern, axis, field), every match
-# checked, in this order (the vocabulary before the width it is read beside)
-_SIZES = (
-    (r"^(src_embed|embed)\.token\.weight$", 0, "model.src_vocab_size"),
-    (r"^(src_embed|embed)\.token\.weight$", 1, "model.d_model"),
-    (r"^tgt_embed\.token\.weight$", 0, "model.tgt_vocab_size"),
-    (r"^output_projection\.weight$", 0, "model.tgt_vocab_size"),
-    (r"position\.embedding\.weight$", 0, "model.max_len"),
-    (r"\.linear1\.weight$", 0, "model.d_ff"),
-    (r"^head\.weight$", 0, "classifier.num_labels"),
-)
+# checked, in this order (the vocabulary before the width it is read beside): the field hints
+# above, with the embedding's width
+_SIZES = (_AXES[0], (_AXES[0][0], 1, "model.d_model"), *_AXES[1:])
 _LAYERS = ((r"^encoder\.layers\.(\d+)\.", "encoder", "model.num_encoder_layers"),
            (r"^decoder\.layers\.(\d+)\.", "decoder", "model.num_decoder_layers"))
 
