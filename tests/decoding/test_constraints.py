@@ -111,3 +111,40 @@ def test_constraints_with_prefix_and_guards(copy_model, sources):
                         constraints=phrases, prefixes=[[9]] * 6, no_repeat_ngram=3, hypotheses=True)
     for row in found:
         assert row[0].ids[0] == 9 and contains(row[0].ids, [7, 8])
+
+
+def test_word_tail_ids_are_the_pieces_that_continue_a_word():
+    from transformer.decoding.constraints import word_tail_ids
+
+    pieces = ["<unk>", "<s>", "\u2581Hund", "e", "n", ".", ",", "\u2581", "9", "<0x41>", "<0xC3>",
+              "<0x2E>", "\u2581e", "-"]
+    # continue a word: "e", "n", "9", byte "A", a byte of a multi-byte character
+    assert word_tail_ids(pieces) == [3, 4, 8, 9, 10]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_phrase_met_is_never_extended_by_a_word_tail(copy_model, sources, seed):
+    """The copy model copies its source, so a phrase taken from inside a source row is followed,
+    unless stopped, by the row's next token. With those tokens as word tails, the token after the
+    phrase is EOS or another; every phrase still appears."""
+    src = sources(seed, 12, min_len=4)
+    rng = random.Random(seed)
+    phrases, tails = [], set()
+    for row in src.tolist():
+        ids = [t for t in row if t != PAD]
+        length = rng.randint(1, 2)  # a one-token phrase is met as it begins
+        start = rng.randrange(0, len(ids) - length)
+        phrases.append([ids[start : start + length]])
+        tails.add(ids[start + length])  # what the copy would put right after the phrase
+    tails -= {EOS, PAD}
+    kw = dict(bos_id=BOS, eos_id=EOS, max_len=16, beam_size=4, constraints=phrases)
+    free = beam_search(copy_model, src, **kw)
+    guarded = beam_search(copy_model, src, word_tails=sorted(tails), **kw)
+
+    def after(ids, phrase):  # the token after the phrase's first whole appearance (None: end)
+        at = next(i for i in range(len(ids)) if ids[i : i + len(phrase)] == phrase)
+        return ids[at + len(phrase)] if at + len(phrase) < len(ids) else None
+
+    assert any(after(ids, p[0]) in tails for ids, p in zip(free, phrases, strict=True))
+    for ids, (phrase,) in zip(guarded, phrases, strict=True):
+        assert contains(ids, phrase) and after(ids, phrase) not in tails, (ids, phrase)

@@ -265,6 +265,7 @@ def beam_search(
     repetition_penalty: float = 1.0,
     hypotheses: bool = False,
     constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+    word_tails: Sequence[int] | None = None,
 ) -> list[list[int]] | list[list[tuple[list[int], float]]] | list[list[Hypothesis]]:
     """Beam search translations of ``src`` (B, S), source ids padded with the model's pad id.
 
@@ -282,6 +283,8 @@ def beam_search(
     ([] for a row without; :mod:`transformer.decoding.constraints`); a row's length limit is
     raised by its phrases' tokens (up to the model's positions, where a hypothesis that reaches
     the limit ends even with a phrase unmet). Rows without phrases decode as without the argument.
+    ``word_tails``: ids of the pieces that continue a word, never taken right after a phrase is
+    met (so a phrase stays whole words; :mod:`transformer.decoding.constraints` explains).
     Runs in evaluation mode under ``torch.inference_mode``.
     """
     check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
@@ -297,7 +300,8 @@ def beam_search(
     prefix = TargetPrefix.of(prefixes, rows=src.size(0), pad_id=pad_id, device=src.device)
     if prefix is not None:
         limits = prefix.limits(limits, model_max_len=model.config.max_len)
-    phrases = Constraints.of(constraints, rows=src.size(0), pad_id=pad_id, device=src.device)
+    phrases = Constraints.of(constraints, rows=src.size(0), pad_id=pad_id, device=src.device,
+                             word_tails=word_tails, vocab_size=model.config.tgt_vocab_size)
     if phrases is not None:
         limits = phrases.limits(limits, model_max_len=model.config.max_len)
     steering = Steering(prefix=prefix, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
@@ -368,8 +372,8 @@ def _search(
         if steering.prefix is not None:
             log_probs, model_log_probs = _forced(steering.prefix, state.rows, t, log_probs, model_log_probs)
             length = (t + 1 - steering.prefix.lengths[state.rows]).clamp(min=1)  # (N,)
-        if constraints is not None:  # no EOS before every phrase is met
-            constraints.block_eos_(log_probs, state.progress, state.rows, eos_id)
+        if constraints is not None:  # no EOS before every phrase is met, no word tail after one
+            constraints.forbid_(log_probs, state.progress, state.rows, eos_id)
         at_limit = limits[state.rows] == t + 1  # (N,)
         state, index, done = beam_step(
             state, log_probs, step=t, beam_size=beam_size, alpha=alpha, eos_id=eos_id,

@@ -98,6 +98,7 @@ class Translator:
         self.options = options or DecodeOptions()
         self.batch_size = batch_size
         self.truncated = 0
+        self._tails: list[int] | None = None  # the target pieces that continue a word, read once
         self.device = next(model.parameters()).device
         # the decoding fast path, weights packed once for every batch (None: not a Transformer)
         self.decoder = decoder_for(model, precision=precision)
@@ -275,7 +276,18 @@ class Translator:
             return [[found] for found in greedy_decode(self.model, src, hypotheses=True, **kw)]
         return beam_search(self.model, src, beam_size=opt.beam_size, nbest=opt.nbest or 1,  # type: ignore[return-value]
                            length_penalty=opt.length_penalty, hypotheses=True,
-                           constraints=constraints, **kw)
+                           constraints=constraints,
+                           word_tails=self._word_tails() if constraints is not None else None, **kw)
+
+    def _word_tails(self) -> list[int]:
+        """The target pieces that continue a word (a constraint met is never extended by one),
+        read from the tokenizer once."""
+        if self._tails is None:
+            from transformer.decoding.constraints import word_tail_ids
+
+            tok = self.tgt_tokenizer
+            self._tails = word_tail_ids([tok.id_to_piece(i) for i in range(tok.vocab_size)])
+        return self._tails
 
     def _translation(self, candidates: list[Hypothesis]) -> Translation:
         """Detokenized candidates: the best as the translation, all of them when n-best was
