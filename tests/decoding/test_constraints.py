@@ -148,3 +148,18 @@ def test_a_phrase_met_is_never_extended_by_a_word_tail(copy_model, sources, seed
     assert any(after(ids, p[0]) in tails for ids, p in zip(free, phrases, strict=True))
     for ids, (phrase,) in zip(guarded, phrases, strict=True):
         assert contains(ids, phrase) and after(ids, phrase) not in tails, (ids, phrase)
+
+
+def test_a_prefix_may_extend_a_phrase_it_meets(copy_model, sources):
+    """The word-tail rule is the search's, not the user's: a target prefix that meets a phrase and
+    goes on with a word tail is kept as given, and the rest is decoded."""
+    src = sources(3, 4, min_len=4)
+    rows = [[t for t in row if t != PAD] for row in src.tolist()]
+    phrases = [[row[:1]] for row in rows]
+    prefixes = [row[:2] for row in rows]  # the phrase, then the next token: a word tail here
+    tails = sorted({row[1] for row in rows} - {EOS, PAD})
+    found = beam_search(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=16, beam_size=4,
+                        constraints=phrases, prefixes=prefixes, word_tails=tails, hypotheses=True)
+    for (best, *_), prefix, (phrase,) in zip(found, prefixes, phrases, strict=True):
+        assert best.ids[: len(prefix)] == prefix and contains(best.ids, phrase)
+        assert best.log_prob > float("-inf") and best.tokens == len(best.ids) - len(prefix) + 1

@@ -373,7 +373,8 @@ def _search(
             log_probs, model_log_probs = _forced(steering.prefix, state.rows, t, log_probs, model_log_probs)
             length = (t + 1 - steering.prefix.lengths[state.rows]).clamp(min=1)  # (N,)
         if constraints is not None:  # no EOS before every phrase is met, no word tail after one
-            constraints.forbid_(log_probs, state.progress, state.rows, eos_id)
+            within = None if steering.prefix is None else t < steering.prefix.lengths[state.rows]
+            constraints.forbid_(log_probs, state.progress, state.rows, eos_id, within_prefix=within)
         at_limit = limits[state.rows] == t + 1  # (N,)
         state, index, done = beam_step(
             state, log_probs, step=t, beam_size=beam_size, alpha=alpha, eos_id=eos_id,

@@ -193,13 +193,16 @@ class Constraints:
         fullest = banks.masked_fill(~finishing, -1).amax(dim=1, keepdim=True)  # (N, 1)
         return finishing & (complete | (fallback[:, None] & (banks == fullest)))
 
-    def forbid_(self, log_probs: Tensor, progress: Progress, rows: Tensor, eos_id: int) -> None:
+    def forbid_(self, log_probs: Tensor, progress: Progress, rows: Tensor, eos_id: int, *,
+                within_prefix: Tensor | None = None) -> None:
         """Forbid EOS, in place in ``log_probs`` (N, K, V), to hypotheses with a phrase unmet;
-        and the word tails to hypotheses that have just met a phrase (it stays a whole word)."""
+        and the word tails to hypotheses that have just met a phrase (it stays a whole word),
+        except in sentences still ``within_prefix`` (N,) bool, whose next token is the user's."""
         unmet = ~self.complete(progress, rows)  # (N, K)
         log_probs[..., eos_id].masked_fill_(unmet, -math.inf)
         if self.word_tails is not None:
-            log_probs.masked_fill_(progress.ended[:, :, None] & self.word_tails, -math.inf)
+            ended = progress.ended if within_prefix is None else progress.ended & ~within_prefix[:, None]
+            log_probs.masked_fill_(ended[:, :, None] & self.word_tails, -math.inf)
 
 
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that begins a word
