@@ -282,10 +282,9 @@ def beam_search(
     ``constraints``: target phrases (id lists) per row that its output must contain, in any order
     ([] for a row without; :mod:`transformer.decoding.constraints`); a row's length limit is
     raised by its phrases' tokens (up to the model's positions, where a hypothesis that reaches
-    the limit ends even with a phrase unmet). Rows without phrases decode as without the argument.
-    ``word_tails``: ids of the pieces that continue a word, never taken right after a phrase is
-    met (so a phrase stays whole words; :mod:`transformer.decoding.constraints` explains).
-    Runs in evaluation mode under ``torch.inference_mode``.
+    the limit ends even with a phrase unmet). Rows without phrases decode as without the argument;
+    ``word_tails`` (ids of pieces that continue a word) never follow a phrase just met. Runs in
+    evaluation mode under ``torch.inference_mode``.
     """
     check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
     limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
@@ -314,18 +313,15 @@ def beam_search(
     count = 1 if nbest is None else nbest
     tokens = strip_padding(state.finished_tokens[:, :count].flatten(0, 1).tolist(), pad_id=pad_id)
     scores = state.finished_scores[:, :count].flatten().tolist()
-    if hypotheses:
-        log_probs = state.finished_log_probs[:, :count].flatten().tolist()
-        lengths = state.finished_lengths[:, :count].flatten().tolist()
-        return [[Hypothesis(tokens[i], scores[i], log_probs[i], lengths[i])
-                 for i in range(row * count, (row + 1) * count) if scores[i] > -math.inf]
-                for row in range(src.size(0))]
-    if nbest is None:
+    if nbest is None and not hypotheses:
         return tokens
-    return [
-        [(tokens[i], scores[i]) for i in range(row * count, (row + 1) * count) if scores[i] > -math.inf]
-        for row in range(src.size(0))
-    ]
+    log_probs = state.finished_log_probs[:, :count].flatten().tolist()
+    lengths = state.finished_lengths[:, :count].flatten().tolist()
+
+    def one(i: int) -> Hypothesis | tuple[list[int], float]:  # the i-th finished, as asked
+        return Hypothesis(tokens[i], scores[i], log_probs[i], lengths[i]) if hypotheses else (tokens[i], scores[i])
+    return [[one(i) for i in range(row * count, (row + 1) * count) if scores[i] > -math.inf]
+            for row in range(src.size(0))]
 
 
 def _search(
