@@ -150,3 +150,21 @@ def test_a_missing_package_is_one_line(monkeypatch, tmp_path):
         MetricsLog(tmp_path, tensorboard=True)
     assert list(tmp_path.iterdir()) == []
     torch.manual_seed(0)  # nothing else to undo
+
+
+def test_a_new_event_file_sorts_after_the_existing_ones(tmp_path):
+    """A resume in the same second as the stop, in a process of lower id (tests resume in the
+    pytest process), made a file that TensorBoard's readers took first, so the curve ran 5..8
+    then 1..4. The new file waits for the next second."""
+    import time
+
+    from transformer.training.tensorboard import TensorBoardWriter
+
+    now = int(time.time())
+    old = tmp_path / f"events.out.tfevents.{now}.zzz.999999.0"
+    old.write_bytes(b"")
+    writer = TensorBoardWriter(tmp_path)
+    writer.close()
+    names = sorted(p.name for p in tmp_path.glob("events.out.tfevents.*"))
+    assert names[0] == old.name and len(names) == 2
+    assert int(names[1].split(".")[3]) > now

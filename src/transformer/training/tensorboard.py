@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import logging
 import struct
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,17 @@ def scalars_of(record: Mapping[str, Any]) -> dict[str, float]:
             if isinstance(record[name], int | float) and not isinstance(record[name], bool)}
 
 
+def _after_existing(folder: Path) -> None:
+    """Wait, if need be, until the clock's second is past the newest event file's in ``folder``.
+    Readers take a run's files in name order, and a name starts with the second it was made,
+    then the host and the process id: a resume within the same second of a stop, in a process of
+    lower id, would otherwise be read before the updates it continues."""
+    seconds = [int(p.name.split(".")[3]) for p in folder.glob("events.out.tfevents.*")
+               if len(p.name.split(".")) > 3 and p.name.split(".")[3].isdigit()]
+    while seconds and time.time() < max(seconds) + 1:
+        time.sleep(0.02)
+
+
 class TensorBoardWriter:
     """A new event file in ``folder``: :meth:`write` a record's scalars, :meth:`close` at the end;
     ``notes``: text by name, written first, at update ``step`` (where the run starts)."""
@@ -73,6 +85,7 @@ class TensorBoardWriter:
         require_tensorboard()
         from torch.utils.tensorboard import SummaryWriter
 
+        _after_existing(folder)
         self.writer = SummaryWriter(log_dir=str(folder), flush_secs=FLUSH_SECONDS)
         for name, text in (notes or {}).items():
             self.writer.add_text(f"run/{name}", text, global_step=step)
