@@ -123,6 +123,7 @@ def auto_translators(ours, vocabulary: list[str], directory: Path) -> dict:
     from transformer.inference.engine_choice import auto_engine
     from transformer.inference.engines import CTranslate2Translator, ctranslate2_compute_types
     from transformer.inference.translator import Translator
+    from transformer.model_dir import LoadedModel, RunRecord
 
     tokenizer = _Pieces(vocabulary)
     out = {}
@@ -133,7 +134,10 @@ def auto_translators(ours, vocabulary: list[str], directory: Path) -> dict:
         kw = dict(bos_id=BOS, eos_id=EOS, precision=precision)
         if engine == "ctranslate2":
             path = directory / ("CT2-fp32" if precision == "fp32" else "CT2-int8")
-            out[f"auto {precision}"] = CTranslate2Translator(ours, tokenizer, tokenizer, model_path=path, **kw)
+            loaded = LoadedModel(record=RunRecord.from_dict({"task": "translation", "model": ours.config.to_dict()}),
+                                 src_tokenizer=tokenizer, tgt_tokenizer=tokenizer,
+                                 device=torch.device("cpu"), _model=ours)
+            out[f"auto {precision}"] = CTranslate2Translator(loaded, model_path=path, **kw)
         else:
             out[f"auto {precision}"] = Translator(ours, tokenizer, tokenizer, **kw)
     return out

@@ -17,7 +17,7 @@ class Recorder:
     """What translate_lines needs of a translator, recording the units it is given."""
 
     def __init__(self) -> None:
-        self.model = SimpleNamespace(config=SimpleNamespace(max_len=64))
+        self.config = SimpleNamespace(max_len=64)
         self.src_tokenizer = SimpleNamespace(encode=lambda text: text.split())
         self.options = DecodeOptions()
         self.calls: list[tuple[list[str], object]] = []

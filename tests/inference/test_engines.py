@@ -338,6 +338,25 @@ def test_a_sentence_ctranslate2_answers_with_pad_is_decoded_by_ours(ct2_module, 
         assert sum(x == y for x, y in zip(got, ours.translate_ids(ids), strict=True)) >= 0.95 * len(ids)
 
 
+def test_our_weights_are_read_only_when_ours_decodes(ct2_module, trained_dir, test_lines):
+    """The CTranslate2 engine decodes from its own conversion: our model is built and its
+    weights read only for what runs on ours (here a target prefix), and then equal the run's."""
+    from transformer.model_dir import load_model_dir
+
+    load_translator(trained_dir, engine="ctranslate2", precision="fp32")  # converted (reads ours)
+    # each sentence its own limit: those of a batch that ran past theirs are searched again by it
+    theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=1,
+                             max_len_a=0.5, max_len_b=1)
+    assert not theirs.loaded.loaded  # the conversion found in the cache
+    theirs.translate(test_lines.src[:20])
+    assert not theirs.loaded.loaded
+    theirs.translate(test_lines.src[:2], prefixes=["eins", "zwei"])
+    assert theirs.loaded.loaded
+    want = load_model_dir(trained_dir).model.state_dict()
+    got = theirs.model.state_dict()
+    assert all(torch.equal(got[name], tensor) for name, tensor in want.items())
+
+
 def test_auto_on_a_measured_width_decodes_as_the_rule_says_in_float32(ct2_module, tokenizer,
                                                                       tmp_path, monkeypatch):
     """A model of the measured widths (d_model 128), precision and engine left to auto, on a

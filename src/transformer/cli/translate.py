@@ -276,7 +276,7 @@ def _set_tag(args: argparse.Namespace, translator: Any) -> None:
 def _warn_truncated(translator: Any) -> None:
     if translator.truncated:
         log.warning("%d source sentences were longer than the model's %d positions and were cut",
-                    translator.truncated, translator.model.config.max_len)
+                    translator.truncated, translator.config.max_len)
 
 
 def _translate_file(args: argparse.Namespace, translator: Any, how: dict[str, Any],

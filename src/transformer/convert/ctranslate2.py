@@ -26,7 +26,7 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -36,6 +36,9 @@ from transformer.errors import InputError
 from transformer.hardware import VNNI_FLAGS, cpu_flags
 from transformer.model.transformer import Transformer
 from transformer.model_dir.output import write_new_dir
+
+if TYPE_CHECKING:
+    from transformer.config import ModelConfig
 
 # our activation name -> CTranslate2's Activation member name
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}
@@ -135,8 +138,8 @@ def _layer(spec: Any, layer: nn.Module, *, cross: bool) -> None:
     _linear(spec.ffn.linear_1, layer.feed_forward.linear2)
 
 
-def _check_exportable(model: Transformer) -> None:
-    activation = model.config.activation
+def _check_exportable(config: ModelConfig) -> None:
+    activation = config.activation
     if activation not in ACTIVATIONS:
         raise InputError(f"activation {activation!r} has no CTranslate2 equivalent "
                          f"(supported: {', '.join(ACTIVATIONS)})")
@@ -154,7 +157,7 @@ def ctranslate2_spec(model: Transformer, *, source_vocabulary: Sequence[str],
 
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
-    _check_exportable(model)
+    _check_exportable(model.config)
     config = model.config
     for side, vocabulary, size in (("source", source_vocabulary, config.src_vocab_size),
                                    ("target", target_vocabulary, config.tgt_vocab_size)):
@@ -251,9 +254,9 @@ def cached_ctranslate2(loaded: Any, *, precision: str) -> Path:
         raise InputError(f"CTranslate2 has no precision {precision!r}; choose from "
                          f"{', '.join(CACHE_QUANTIZATIONS)}")
     run_dir = Path(loaded.record.source).parent
-    if not isinstance(loaded.model, Transformer):
-        raise InputError(f"{run_dir}: is a {type(loaded.model).__name__}, not a translation model")
-    _check_exportable(loaded.model)
+    if not loaded.record.is_translation:  # the model is read only to convert it
+        raise InputError(f"{run_dir}: is a classifier, not a translation model")
+    _check_exportable(loaded.config)
     key = {"weights_sha256": weights_sha256(run_dir), "inputs_sha256": inputs_sha256(run_dir),
            "ctranslate2": ctranslate2.__version__, "export_format": EXPORT_FORMAT,
            "quantization": CACHE_QUANTIZATIONS[precision]}

@@ -11,7 +11,8 @@ CTranslate2 decodes the run converted on first use into ``RUN_DIR/.cache/ctransl
 same length limit per sentence; beam search's hypotheses ranked by the GNMT length penalty (its
 beam, unpenalised, returns the K best and they are ranked here: CTranslate2's own penalty divides
 by ``length ** alpha``, which ranks differently); a sentence for which it produces PAD (which
-ours never does) decoded again by ours. A decoding option
+ours never does) decoded again by ours. Our copy of the model is read only when something runs
+on ours. A decoding option
 it is not given (a :class:`~transformer.config.decoding.DecodeOptions` field this module does not
 map, set to other than its default) runs on ours, with one log line saying so. ``auto`` is
 :func:`transformer.inference.engine_choice.auto_engine`. CTranslate2 is optional (the ``convert``
@@ -34,6 +35,7 @@ from transformer.config.choices import ENGINES
 from transformer.config.decoding import DecodeOptions
 from transformer.data.padding import pad_rows
 from transformer.decoding.common import Hypothesis, output_limits
+from transformer.decoding.fast_decoder import decoder_for
 from transformer.errors import InputError
 from transformer.inference.engine_choice import CT2_COMPUTE_TYPES, CTRANSLATE2, TORCH, auto_engine
 from transformer.inference.translator import Translator
@@ -84,7 +86,7 @@ def choose_engine(loaded: LoadedModel, *, engine: str, precision: str,
     check_engine(engine)
     if engine == TORCH:
         return TORCH, "asked for"
-    device = next(loaded.model.parameters()).device.type
+    device = loaded.device.type
     types = ctranslate2_compute_types()
     unmapped = unsupported_options(options)
     if engine == CTRANSLATE2:
@@ -96,7 +98,7 @@ def choose_engine(loaded: LoadedModel, *, engine: str, precision: str,
             return TORCH, f"CTranslate2 has no {precision} on this CPU"
         return CTRANSLATE2, "asked for"
     chosen, why = auto_engine(detect_cpu(), precision=precision,
-                              d_model=int(loaded.model.config.d_model), device=device,
+                              d_model=int(loaded.config.d_model), device=device,
                               ctranslate2_types=types,
                               int8_saturates=precision == "int8" and onednn_int8_saturates())
     if chosen == CTRANSLATE2 and unmapped:
@@ -114,8 +116,8 @@ def precision_for_engine(loaded: LoadedModel, *, engine: str, precision: str) ->
         return "fp32"
     from transformer.hardware import detect_cpu
 
-    device = next(loaded.model.parameters()).device.type
-    chosen, _ = auto_engine(detect_cpu(), precision="fp32", d_model=int(loaded.model.config.d_model),
+    device = loaded.device.type
+    chosen, _ = auto_engine(detect_cpu(), precision="fp32", d_model=int(loaded.config.d_model),
                             device=device, ctranslate2_types=ctranslate2_compute_types(),
                             int8_saturates=False)
     return "fp32" if chosen == CTRANSLATE2 else precision
@@ -140,15 +142,23 @@ def translator_with_engine(loaded: LoadedModel, *, engine: str, options: DecodeO
 class CTranslate2Translator(Translator):
     """A :class:`Translator` whose batches CTranslate2 decodes (on the CPU, with as many threads
     as torch has); everything else (tokenizing, splitting, ordering, the model's limits) is the
-    Translator's. Options CTranslate2 is not given run on ours (:func:`unsupported_options`)."""
+    Translator's. Options CTranslate2 is not given run on ours (:func:`unsupported_options`), and
+    only then is our copy of the model built and its weights read (``model``, ``decoder``)."""
 
     engine = CTRANSLATE2
 
-    def __init__(self, model: torch.nn.Module, src_tokenizer: Any, tgt_tokenizer: Any, *,
-                 model_path: Any, **kw: Any) -> None:
-        super().__init__(model, src_tokenizer, tgt_tokenizer, **kw)
+    def __init__(self, loaded: LoadedModel, *, model_path: Any, bos_id: int, eos_id: int,
+                 options: DecodeOptions | None = None, batch_size: int = 64,
+                 precision: str = "fp32") -> None:
         import ctranslate2
 
+        src_tokenizer, tgt_tokenizer = loaded.src_tokenizer, loaded.tgt_tokenizer
+        assert tgt_tokenizer is not None  # a translation model (the loader checks)
+        self._setup(loaded.config, loaded.device, src_tokenizer, tgt_tokenizer, bos_id=bos_id,
+                    eos_id=eos_id, options=options, batch_size=batch_size, precision=precision,
+                    record=loaded.record)
+        self.loaded = loaded
+        self._decoder: Any = None
         self.ct2 = ctranslate2.Translator(str(model_path), device="cpu",
                                           compute_type=CT2_COMPUTE_TYPES[self.precision],
                                           intra_threads=torch.get_num_threads(), inter_threads=1)
@@ -161,6 +171,18 @@ class CTranslate2Translator(Translator):
         self.strip_eos = bool(getattr(src_tokenizer, "append_eos", False))
         self.fallbacks: set[tuple[str, ...]] = set()  # option sets already logged as run on ours
 
+    @property
+    def model(self) -> torch.nn.Module:  # type: ignore[override]
+        """Our copy of the model, read on first use (options CTranslate2 is not given, alignments)."""
+        return self.loaded.model
+
+    @property
+    def decoder(self) -> Any:  # type: ignore[override]
+        """Our decoding fast path over :attr:`model`, made on first use."""
+        if self._decoder is None:
+            self._decoder = decoder_for(self.model, precision=self.precision)
+        return self._decoder
+
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, *, options: DecodeOptions | None = None,
                     batch_size: int = 64, precision: str = "fp32") -> CTranslate2Translator:
@@ -169,9 +191,9 @@ class CTranslate2Translator(Translator):
         from transformer.data.tokenizer import BOS_ID, EOS_ID
 
         path = cached_ctranslate2(loaded, precision=precision)
-        return cls(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, model_path=path,
-                   bos_id=BOS_ID, eos_id=EOS_ID, options=options or loaded.record.decode_options(),
-                   batch_size=batch_size, precision=precision, record=loaded.record)
+        return cls(loaded, model_path=path, bos_id=BOS_ID, eos_id=EOS_ID,
+                   options=options or loaded.record.decode_options(), batch_size=batch_size,
+                   precision=precision)
 
     def _decode(self, sources: list[list[int]], *, prefixes: list[list[int]], keys: list[object],
                 seed: int, log_probs: bool = True,
@@ -187,7 +209,7 @@ class CTranslate2Translator(Translator):
                 self.fallbacks.add(unmapped)
                 log.info("engine: ours for %s (CTranslate2 is not given them)", ", ".join(unmapped))
             return ours(sources, prefixes=prefixes, constraints=constraints)
-        opt, config = self.options, self.model.config
+        opt, config = self.options, self.config
         limits = output_limits(pad_rows(sources, pad_id=config.pad_id), pad_id=config.pad_id,
                                max_len=opt.max_len, max_len_a=opt.max_len_a,
                                max_len_b=opt.max_len_b, model_max_len=config.max_len).tolist()
@@ -195,30 +217,27 @@ class CTranslate2Translator(Translator):
                                                  and ids[-1] == self.eos_id else ids)]
                   for ids in sources]
         out: list[list[Hypothesis]] = [[] for _ in sources]
-        again: list[int] = []  # sentences decoded by ours instead
-        if opt.beam_size == 1 and opt.nbest is None:
-            # greedy is prefix-consistent: one call to the longest limit, each row cut to its own
-            # (a row that ran past its own limit is decoded again by ours, for its log-probability)
+        greedy = opt.beam_size == 1 and opt.nbest is None
+        rows = list(range(len(sources)))
+        if greedy:
+            # greedy is prefix-consistent: one call to the longest limit, each row cut to its own;
+            # a row that ran past its own limit is searched again to it, for its log-probability
             found = self._search(pieces, beam=1, count=1, limit=max(limits), scores=log_probs)
-            for i, (rows, limit) in enumerate(zip(found, limits, strict=True)):
-                if not rows:
-                    continue
-                ids, logp, ended = rows[0]
-                if log_probs and len(ids) + ended > limit:
-                    again.append(i)
-                    continue
-                out[i] = [Hypothesis(ids[:limit], logp, logp, min(len(ids), limit) + ended)]
-        else:
-            for limit in sorted(set(limits)):  # beam search is not: one call per limit
-                rows = [i for i, n in enumerate(limits) if n == limit]
-                found = self._search([pieces[i] for i in rows], beam=opt.beam_size,
-                                     count=opt.beam_size, limit=limit, scores=True)
-                for i, candidates in zip(rows, found, strict=True):
-                    out[i] = self._ranked(candidates)
-        # CTranslate2 may produce PAD, which ours never does (it is not a word): those rare
-        # sentences are decoded again by ours
-        again += [i for i, candidates in enumerate(out) if i not in again and
-                  (not candidates or any(config.pad_id in found.ids for found in candidates))]
+            rows = [i for i, (candidates, limit) in enumerate(zip(found, limits, strict=True))
+                    if not candidates or (log_probs and sum(_length(candidates[0])) > limit)]
+            for i in set(range(len(sources))) - set(rows):
+                out[i] = [_greedy(found[i][0], limits[i])]
+        for limit in sorted({limits[i] for i in rows}):  # beam search: one call per limit
+            chosen = [i for i in rows if limits[i] == limit]
+            found = self._search([pieces[i] for i in chosen], beam=opt.beam_size,
+                                 count=opt.beam_size, limit=limit, scores=True)
+            for i, candidates in zip(chosen, found, strict=True):
+                out[i] = [_greedy(candidates[0], limit)] if greedy and candidates else self._ranked(candidates)
+        # CTranslate2 may produce PAD, which ours never does (it is not a word; ours leaves it out
+        # of the choice, not of the log-probabilities, so CTranslate2's suppress_sequences would
+        # score differently): those rare sentences are decoded again by ours
+        again = [i for i, candidates in enumerate(out) if not candidates
+                 or any(config.pad_id in found.ids for found in candidates)]
         if again:
             redone = ours([sources[i] for i in again], prefixes=[[] for _ in again])
             for i, candidates in zip(again, redone, strict=True):
@@ -254,3 +273,14 @@ class CTranslate2Translator(Translator):
                              len(ids) + ended) for ids, logp, ended in hypotheses]
         scored.sort(key=lambda found: -found.score)
         return scored[: self.options.nbest or 1]
+
+
+def _length(found: tuple[list[int], float, bool]) -> tuple[int, int]:
+    """(tokens, 1 if it ended with EOS) of one of :meth:`CTranslate2Translator._search`'s results."""
+    return len(found[0]), int(found[2])
+
+
+def _greedy(found: tuple[list[int], float, bool], limit: int) -> Hypothesis:
+    """A greedy result cut to ``limit`` tokens (EOS included), scored by its log-probability."""
+    ids, logp, ended = found
+    return Hypothesis(ids[:limit], logp, logp, min(len(ids), limit) + ended)

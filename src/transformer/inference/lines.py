@@ -72,7 +72,7 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
     translator's ``target_prefix``). ``keys``: what each line's random draws
     follow when sampling (default: its number). ``constraints``: target phrases per line ([]:
     none) that its translation must contain (a line with some is translated whole)."""
-    limit = int(translator.model.config.max_len)
+    limit = int(translator.config.max_len)
     tokenizer = translator.src_tokenizer
     for name, given in (("prefixes", prefixes), ("keys", keys), ("constraints", constraints)):
         if given is not None and len(given) != len(lines):

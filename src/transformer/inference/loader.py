@@ -44,6 +44,8 @@ def resolve_precision(loaded: LoadedModel, precision: str) -> str:
                          f"got {precision!r}")
     if precision == "int8" and not loaded.record.is_translation:
         return "fp32"
+    if precision not in ("auto", "bf16"):
+        return precision  # as asked: nothing to probe or cast (the model is read when ours decodes)
     return for_inference(loaded.model, precision).precision
 
 
@@ -118,7 +120,8 @@ def load_translator(model_dir: str | Path, *, device: str | torch.device = "cpu"
     or value, for a directory that is missing, damaged, a classifier, or a bad option (checked
     before the directory is read)."""
     _check_options(batch_size, options, engine)
-    return translator_for(load_model_dir(model_dir, device=device), precision=precision,
+    # the weights are read once an engine that needs them is chosen (CTranslate2 has its own)
+    return translator_for(load_model_dir(model_dir, device=device, lazy=True), precision=precision,
                           batch_size=batch_size, engine=engine, **options)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import torch
 from torch import nn
 
 from transformer.config.decoding import DecodeOptions
@@ -33,6 +34,7 @@ from transformer.decoding.greedy import greedy_decode, sample_decode
 from transformer.errors import InputError
 
 if TYPE_CHECKING:
+    from transformer.config import ModelConfig
     from transformer.model_dir import LoadedModel, RunRecord, TextTokenizer
 
 log = logging.getLogger(__name__)
@@ -89,9 +91,22 @@ class Translator:
         precision: str = "fp32",
         record: RunRecord | None = None,
     ) -> None:
+        self._setup(model.config, next(model.parameters()).device, src_tokenizer, tgt_tokenizer,
+                    bos_id=bos_id, eos_id=eos_id, options=options, batch_size=batch_size,
+                    precision=precision, record=record)
+        self.model = model
+        # the decoding fast path, weights packed once for every batch (None: not a Transformer)
+        self.decoder = decoder_for(model, precision=precision)
+
+    def _setup(self, config: ModelConfig, device: torch.device, src_tokenizer: TextTokenizer | None,
+               tgt_tokenizer: TextTokenizer | None, *, bos_id: int, eos_id: int,
+               options: DecodeOptions | None, batch_size: int, precision: str,
+               record: RunRecord | None) -> None:
+        """What every engine's translator holds besides the model."""
         if batch_size < 1:
             raise ValueError(f"batch size must be positive, got {batch_size}")
-        self.model = model
+        self.config = config  # the model's sizes, positions and special ids
+        self.device = device
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer
         self.bos_id, self.eos_id = bos_id, eos_id
@@ -99,9 +114,6 @@ class Translator:
         self.batch_size = batch_size
         self.truncated = 0
         self._tails: list[int] | None = None  # the target pieces that continue a word, read once
-        self.device = next(model.parameters()).device
-        # the decoding fast path, weights packed once for every batch (None: not a Transformer)
-        self.decoder = decoder_for(model, precision=precision)
         self.precision = precision
         self.progress = False  # a bar over the batches of a call that has several
         # ids put before every source sentence: a tag (transformer.inference.tags)
@@ -142,7 +154,7 @@ class Translator:
             raise InputError("constraints need beam search (or greedy decoding), not sampling")
         out: list[Translation | None] = [None] * len(sentences)
         todo: list[tuple[int, list[int], list[int], list[list[int]]]] = []  # (place, source, prefix, phrases)
-        limit = self.model.config.max_len
+        limit = self.config.max_len
         for i, sentence in enumerate(sentences):
             ids = self.src_tokenizer.encode(sentence.strip()) if sentence.strip() else []
             if not ids:
@@ -179,9 +191,9 @@ class Translator:
             raise InputError(f"constraint {shown} is empty")
         if UNK_ID in ids:  # the model could only write it as ⁇
             raise InputError(f"constraint {shown}: the target vocabulary lacks some of its characters")
-        if len(ids) >= int(self.model.config.max_len):
+        if len(ids) >= int(self.config.max_len):
             raise InputError(f"constraint {shown} is {len(ids)} tokens; this model decodes at most "
-                             f"{int(self.model.config.max_len) - 1}")
+                             f"{int(self.config.max_len) - 1}")
         return ids
 
     def prefix_ids(self, prefix: str | None) -> list[int]:
@@ -190,7 +202,7 @@ class Translator:
         if not prefix or not prefix.strip():
             return []
         ids = self.tgt_tokenizer.encode(prefix.strip())
-        most = int(self.model.config.max_len) - 1
+        most = int(self.config.max_len) - 1
         if len(ids) > most:
             shown = prefix if len(prefix) <= 40 else prefix[:37] + "..."
             raise InputError(f"target prefix {shown!r} is {len(ids)} tokens; this model decodes "
@@ -200,7 +212,7 @@ class Translator:
     def translate_ids(self, sources: Sequence[Sequence[int]]) -> list[list[int]]:
         """The best target ids (without BOS/EOS) of each source id list, in input order; sources
         are cut to the model's positions."""
-        limit = self.model.config.max_len
+        limit = self.config.max_len
         candidates = self._candidates([list(ids)[:limit] for ids in sources], log_probs=False)
         return [found[0].ids if found else [] for found in candidates]
 
@@ -260,7 +272,7 @@ class Translator:
         """Decode the id lists of one batch: greedy, sampled or beam search, each source's
         hypotheses best first; with ``constraints`` (phrases per source), constrained beam search
         (of the options' beam size, 1 included)."""
-        src = pad_rows(sources, pad_id=self.model.config.pad_id).to(self.device)  # (B, S)
+        src = pad_rows(sources, pad_id=self.config.pad_id).to(self.device)  # (B, S)
         opt = self.options
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len=opt.max_len,
                   max_len_a=opt.max_len_a, max_len_b=opt.max_len_b, decoder=self.decoder,

@@ -50,12 +50,36 @@ TextTokenizer = Union["Tokenizer", "VocabTokenizer"]
 @dataclass
 class LoadedModel:
     """What :func:`load_model_dir` returns: the model in eval mode, its record, its tokenizers
-    (``tgt_tokenizer`` is None for a classifier)."""
+    (``tgt_tokenizer`` is None for a classifier).
 
-    model: Transformer | TransformerClassifier
+    Read with ``lazy=True``, the model is built and its weights loaded on first use of ``model``
+    (an engine that decodes from its own copy of the weights may never need ours); ``config`` and
+    ``device`` are known without it."""
+
     record: RunRecord
     src_tokenizer: TextTokenizer
     tgt_tokenizer: TextTokenizer | None
+    device: torch.device
+    weights: Path | None = None  # read on first use of ``model`` when not given one
+    _model: Transformer | TransformerClassifier | None = None
+
+    @property
+    def model(self) -> Transformer | TransformerClassifier:
+        """The model in eval mode on ``device``, built and loaded now if it was not yet."""
+        if self._model is None:
+            if self.weights is None:
+                raise ValueError("a LoadedModel needs a model or a weights file")
+            self._model = _read_model(self.record, self.weights, self.device)
+        return self._model
+
+    @property
+    def loaded(self) -> bool:
+        """Whether ``model`` has been built (its weights read)."""
+        return self._model is not None
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.record.model
 
     @property
     def task(self) -> str:
@@ -152,10 +176,13 @@ def build_checked(record: RunRecord, weights: Path | str) -> nn.Module:
     return build_model(record)
 
 
-def load_model_dir(run_dir: Path | str, *, device: str | torch.device = "cpu") -> LoadedModel:
+def load_model_dir(run_dir: Path | str, *, device: str | torch.device = "cpu",
+                   lazy: bool = False) -> LoadedModel:
     """Read a model directory written by :func:`save_model_dir`: the model (in eval mode, on
     ``device``), its record and its tokenizers. InputError for a missing, corrupt or mismatched
-    file, naming it (and, for a shape, the field of ``config.json`` behind it)."""
+    file, naming it (and, for a shape, the field of ``config.json`` behind it). ``lazy``: the
+    record, the tokenizers and the weights' header are checked now, the model is built and its
+    weights read on first use of ``LoadedModel.model``."""
     run_dir = Path(run_dir)
     record = read_record(run_dir)
     weights = run_dir / WEIGHTS_FILE
@@ -164,10 +191,20 @@ def load_model_dir(run_dir: Path | str, *, device: str | torch.device = "cpu") -
     if not record.is_translation:
         tgt_tok = None
     check_vocabulary(record.model, src_tok, tgt_tok, where=str(run_dir / TOKENIZER_DIR))
-    if torch.device(device).type == "meta":  # shapes only (a caller's check): nothing to load
+    device = torch.device(device)
+    loaded = LoadedModel(record=record, src_tokenizer=src_tok, tgt_tokenizer=tgt_tok,
+                         device=device, weights=weights)
+    if not lazy:
+        loaded.model  # noqa: B018 (built and read now)
+    return loaded
+
+
+def _read_model(record: RunRecord, weights: Path, device: torch.device) -> nn.Module:
+    """The model of ``record`` with the ``weights`` file's tensors, in eval mode on ``device``
+    (shapes only on the meta device: nothing is read)."""
+    if device.type == "meta":  # shapes only (a caller's check): nothing to load
         model = build_model(record, device="meta")
     else:
         model = build_model(record)
         load_weights(model, weights, against=record.source)
-    model.to(device).eval()
-    return LoadedModel(model=model, record=record, src_tokenizer=src_tok, tgt_tokenizer=tgt_tok)
+    return model.to(device).eval()
