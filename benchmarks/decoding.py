@@ -282,6 +282,8 @@ def main() -> int:
                         help="cache suite: weights of both models (default fp32; bf16: both cast)")
     parser.add_argument("--model", type=Path, help="e2e: the translation model directory")
     parser.add_argument("--src", default="en", help="e2e: the source language of the test set")
+    parser.add_argument("--input", type=Path, default=None,
+                        help="e2e: the file to translate (default: Multi30k's test_2016_flickr in --src)")
     parser.add_argument("--compiled-cache", type=Path,
                         default=Path(tempfile.gettempdir()) / "transformer-compiled-steps",
                         help="compiled: where compiled steps are kept between runs")

@@ -1,6 +1,7 @@
 """The decoding benchmark's end-to-end suite (benchmarks/decoding.py ``--suite e2e --model RUN_DIR``):
 ``transformer translate -i`` of Multi30k's test_2016_flickr as a user runs it, one whole command
-per engine, against CTranslate2 itself on the model ``transformer export ctranslate2`` wrote.
+per engine, against CTranslate2 itself on the model ``transformer export ctranslate2`` wrote
+(``--input FILE``: another file).
 
 Each command is a fresh process on 1 thread (``--threads 1``; pin the benchmark with ``taskset``),
 timed from start to exit: ``--engine torch``, ``--engine ctranslate2`` (its conversion made once
@@ -71,7 +72,7 @@ def e2e_suite(args: argparse.Namespace) -> dict:
         raise SystemExit("--suite e2e needs --model RUN_DIR (a translation model directory)")
     require_model(args.model, script="benchmarks/decoding.py --suite e2e")
     data = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-    source = data / "multi30k" / f"test_2016_flickr.{args.src}.gz"
+    source = args.input or data / "multi30k" / f"test_2016_flickr.{args.src}.gz"
     work = Path(tempfile.mkdtemp())
     rows = []
     for precision in ("fp32", "int8"):

@@ -397,3 +397,25 @@ def test_constraints_run_on_ours(ct2_module, trained_dir, test_lines):
     got = theirs.translate(test_lines.src[:12], constraints=phrases)
     assert [t.text for t in got] == [t.text for t in ours.translate(test_lines.src[:12], constraints=phrases)]
     assert all("hundert" in t.text for t, own in zip(got, phrases, strict=True) if own)
+
+
+def test_length_limits_equal_the_decoders_own():
+    """The engine's limits in plain Python equal output_limits over the padded batch, for random
+    sources (PAD inside included) and every kind of length rule."""
+    import random
+
+    from transformer.config.decoding import DecodeOptions
+    from transformer.decoding.common import output_limits
+
+    rng = random.Random(0)
+    for _ in range(300):
+        sources = [[rng.choice([PAD, 5, 6, 7]) for _ in range(rng.randint(0, 30))]
+                   for _ in range(rng.randint(1, 6))]
+        options = DecodeOptions(beam_size=1, max_len_a=rng.choice([None, 0.0, 0.5, 1.3, 2.0]),
+                                max_len_b=rng.randint(0, 12), max_len=rng.choice([None, 1, 9, 40]))
+        model_max_len = rng.choice([8, 24, 64])
+        want = output_limits(pad_rows(sources, pad_id=PAD), pad_id=PAD, max_len=options.max_len,
+                             max_len_a=options.max_len_a, max_len_b=options.max_len_b,
+                             model_max_len=model_max_len).tolist()
+        assert engines.length_limits(sources, options, pad_id=PAD,
+                                     model_max_len=model_max_len) == want

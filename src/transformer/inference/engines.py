@@ -27,14 +27,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from transformer.config.choices import ENGINES
 from transformer.config.decoding import DecodeOptions
-from transformer.data.padding import pad_rows
-from transformer.decoding.common import Hypothesis, output_limits
+from transformer.decoding.common import Hypothesis
 from transformer.decoding.fast_decoder import decoder_for
 from transformer.errors import InputError
 from transformer.inference.engine_choice import CT2_COMPUTE_TYPES, CTRANSLATE2, TORCH, auto_engine
@@ -71,9 +71,26 @@ def ctranslate2_compute_types() -> frozenset[str]:
 
 def unsupported_options(options: DecodeOptions) -> list[str]:
     """The fields of ``options`` CTranslate2 is not given that are set away from their default."""
+    return list(_unsupported(options))
+
+
+@functools.lru_cache(maxsize=64)
+def _unsupported(options: DecodeOptions) -> tuple[str, ...]:
     default = DecodeOptions()
-    return [f.name for f in dataclasses.fields(options) if f.name not in MAPPED_OPTIONS
-            and getattr(options, f.name) != getattr(default, f.name)]
+    return tuple(f.name for f in dataclasses.fields(options) if f.name not in MAPPED_OPTIONS
+                 and getattr(options, f.name) != getattr(default, f.name))
+
+
+def length_limits(sources: list[list[int]], options: DecodeOptions, *, pad_id: int,
+                  model_max_len: int) -> list[int]:
+    """:func:`transformer.decoding.common.output_limits` of the id lists ``sources``, in plain
+    Python (a call's worth of tensor operations is a tenth of a millisecond, which at one short
+    sentence a call is a few percent of CTranslate2's decoding)."""
+    cap = model_max_len if options.max_len is None else min(options.max_len, model_max_len)
+    if options.max_len_a is None:
+        return [cap] * len(sources)
+    a, b = float(options.max_len_a), options.max_len_b
+    return [min(max(math.floor(sum(i != pad_id for i in ids) * a + b), 1), cap) for ids in sources]
 
 
 def choose_engine(loaded: LoadedModel, *, engine: str, precision: str,
@@ -201,7 +218,7 @@ class CTranslate2Translator(Translator):
         """One batch (B id lists): CTranslate2's greedy or beam search within each sentence's
         length limit, or ours for options it is not given (and for target prefixes and
         constraints)."""
-        unmapped = tuple(unsupported_options(self.options)) + (("target prefixes",) if any(prefixes) else ()) + (
+        unmapped = _unsupported(self.options) + (("target prefixes",) if any(prefixes) else ()) + (
             ("constraints",) if constraints and any(constraints) else ())
         ours = functools.partial(super()._decode, keys=keys, seed=seed, log_probs=log_probs)
         if unmapped:
@@ -210,9 +227,7 @@ class CTranslate2Translator(Translator):
                 log.info("engine: ours for %s (CTranslate2 is not given them)", ", ".join(unmapped))
             return ours(sources, prefixes=prefixes, constraints=constraints)
         opt, config = self.options, self.config
-        limits = output_limits(pad_rows(sources, pad_id=config.pad_id), pad_id=config.pad_id,
-                               max_len=opt.max_len, max_len_a=opt.max_len_a,
-                               max_len_b=opt.max_len_b, model_max_len=config.max_len).tolist()
+        limits = length_limits(sources, opt, pad_id=config.pad_id, model_max_len=config.max_len)
         pieces = [[self.src_pieces[i] for i in (ids[:-1] if self.strip_eos and ids
                                                  and ids[-1] == self.eos_id else ids)]
                   for ids in sources]
