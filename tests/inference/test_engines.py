@@ -419,3 +419,29 @@ def test_length_limits_equal_the_decoders_own():
                              model_max_len=model_max_len).tolist()
         assert engines.length_limits(sources, options, pad_id=PAD,
                                      model_max_len=model_max_len) == want
+
+
+@pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
+def test_greedy_without_log_probabilities_skips_them_and_translates_the_same(
+        ct2_module, trained_dir, test_lines, engine, monkeypatch):
+    """translator.log_probs = False (plain-text output): the same translations, no log_prob, and
+    the search is asked for no scores (ours: no hypotheses; CTranslate2: return_scores off)."""
+    from transformer.inference import translator as translator_module
+
+    scored = load_translator(trained_dir, engine=engine, precision="fp32", beam_size=1)
+    plain = load_translator(trained_dir, engine=engine, precision="fp32", beam_size=1)
+    plain.log_probs = False
+    want = scored.translate(test_lines.src[:40])
+    asked: list[bool] = []
+    if engine == "torch":
+        real = translator_module.greedy_decode
+        monkeypatch.setattr(translator_module, "greedy_decode", lambda *a, **k: (
+            asked.append(bool(k.get("hypotheses"))), real(*a, **k))[1])
+    else:
+        real_search = plain._search
+        monkeypatch.setattr(plain, "_search", lambda *a, **k: (
+            asked.append(bool(k.get("scores"))), real_search(*a, **k))[1])
+    got = plain.translate(test_lines.src[:40])
+    assert [t.text for t in got] == [t.text for t in want]
+    assert all(t.log_prob is None for t in got) and all(t.log_prob is not None for t in want if t.text)
+    assert asked and not any(asked)

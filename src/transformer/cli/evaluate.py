@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give both --src-file and --ref-file, or neither")
     metrics = metrics_of(args.metrics)
     translator = translator_of(args)
+    translator.log_probs = False  # the metrics need the texts only
     result = evaluate_translation(translator, hyp_out=args.hyp_out, data=args.data,
                                   split=args.split, src=args.src, tgt=args.tgt,
                                   src_file=args.src_file, ref_file=args.ref_file,

@@ -219,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
         read_glossary(args.glossary)
     prefixes = None if args.input is not None else _prefix_lines(args.target_prefix_file)
     translator = translator_of(args, nbest=args.nbest, target_prefix=args.target_prefix)
+    translator.log_probs = bool(args.json)  # plain text shows no log-probabilities
     if args.alignments:
         from dataclasses import replace
 

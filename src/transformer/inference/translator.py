@@ -116,6 +116,9 @@ class Translator:
         self._tails: list[int] | None = None  # the target pieces that continue a word, read once
         self.precision = precision
         self.progress = False  # a bar over the batches of a call that has several
+        # False when only the texts are wanted: greedy decoding then skips its log-softmax a step,
+        # and a greedy translation's log_prob is None
+        self.log_probs = True
         # ids put before every source sentence: a tag (transformer.inference.tags)
         self.source_prefix_ids: list[int] = []
         # the model directory's record (languages, the run's decoding limits); None for a bare model
@@ -173,6 +176,7 @@ class Translator:
             todo.append((i, ids, self.prefix_ids(self.options.target_prefix if own is None else own),
                          phrases))
         found = self._candidates([t[1] for t in todo], prefixes=[t[2] for t in todo],
+                                 log_probs=self.log_probs,
                                  keys=[t[0] if keys is None else keys[t[0]] for t in todo],
                                  constraints=[t[3] for t in todo] if constraints is not None else None)
         for (i, *_), candidates in zip(todo, found, strict=True):
@@ -310,8 +314,9 @@ class Translator:
         opt = self.options
         greedy = not opt.sampling and opt.beam_size == 1 and opt.nbest is None
         best = candidates[0]
+        unscored = greedy and not self.log_probs  # (greedy only: searches need the scores)
         return Translation(
             texts[0], None if greedy else best.score,
             [(text, found.score) for text, found in zip(texts, candidates, strict=True)] if opt.nbest else [],
-            log_prob=best.log_prob, tokens=best.tokens,
+            log_prob=None if unscored else best.log_prob, tokens=0 if unscored else best.tokens,
             nbest_log_probs=[(found.log_prob, found.tokens) for found in candidates] if opt.nbest else [])
