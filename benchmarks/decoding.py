@@ -19,7 +19,8 @@ of each counts, so ratios are side by side on the same CPU (1 thread each).
 ``--suite compiled``: the engines suite's models, batches and searches, the cached decoder step
 compiled ahead of time by PyTorch's compiler (AOTInductor, static shapes, cached on disk under
 ``--compiled-cache``: ``decoding_compiled.py``) against ours eager and CTranslate2 float32, with
-each bucket's compile time and package size.
+each bucket's compile time and package size. With ``--model RUN_DIR``: instead, parity on the
+run's test_2016_flickr output (float32 greedy, compiled step against eager, line for line).
 
 ``--suite e2e --model RUN_DIR``: ``transformer translate -i`` of Multi30k's test_2016_flickr, each
 engine as one whole command, against a CTranslate2 script on the model's export
@@ -84,7 +85,7 @@ from pathlib import Path
 import torch
 
 from decoding_common import BOS, EOS, PAD, build_models, random_sources, timed
-from decoding_compiled import compiled_suite
+from decoding_compiled import compiled_parity, compiled_suite
 from decoding_e2e import e2e_suite
 from decoding_engines import SHAPES, engines_suite, profile_suite
 from decoding_kernels import kernels_suite
@@ -280,7 +281,7 @@ def main() -> int:
                         "(transformer.decoding.thresholds), side by side with this machine's")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="cache suite: weights of both models (default fp32; bf16: both cast)")
-    parser.add_argument("--model", type=Path, help="e2e: the translation model directory")
+    parser.add_argument("--model", type=Path, help="e2e, compiled: the translation model directory")
     parser.add_argument("--src", default="en", help="e2e: the source language of the test set")
     parser.add_argument("--input", type=Path, default=None,
                         help="e2e: the file to translate (default: Multi30k's test_2016_flickr in --src)")
@@ -300,12 +301,15 @@ def main() -> int:
         default = {"engines": ENGINES_RESULTS, "cache": RESULTS,
                    "kernels": RESULTS.with_name("decoding_kernels.json"),
                    "profile": RESULTS.with_name("decoding_profile.json"),
-                   "compiled": RESULTS.with_name("decoding_compiled.json"),
+                   "compiled": RESULTS.with_name("decoding_compiled.json" if args.model is None
+                                                 else "decoding_compiled_parity.json"),
                    "e2e": RESULTS.with_name("decoding_e2e.json")}[args.suite]
         args.output = Path(tempfile.gettempdir()) / f"{default.stem}_quick.json" if args.quick else default
     torch.set_num_threads(args.threads)
     suites = {"engines": engines_suite, "cache": cache_suite, "kernels": kernels_suite,
               "profile": profile_suite, "compiled": compiled_suite, "e2e": e2e_suite}
+    if args.suite == "compiled" and args.model is not None:
+        suites["compiled"] = compiled_parity
     result = suites[args.suite](args)
     result = {
         "benchmark": "decoding",

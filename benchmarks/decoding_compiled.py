@@ -235,6 +235,45 @@ def compiled_suite(args: argparse.Namespace) -> dict:
             "rows": rows}
 
 
+def compiled_parity(args: argparse.Namespace) -> dict:
+    """``--model RUN_DIR``: the run's translation of test_2016_flickr (``--input``: another file)
+    by ``Translator`` in float32 greedy, once with its eager decoder and once with the compiled
+    step in its place (one bucket: the translator's batch, the file's longest source and its
+    largest length limit); the share of lines that are equal, and each pass's seconds."""
+    import os
+
+    from transformer.data.parallel import read_lines
+    from transformer.inference import load_translator
+
+    data = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    source = args.input or data / "multi30k" / f"test_2016_flickr.{args.src}.gz"
+    lines = list(read_lines(source))
+    translator = load_translator(args.model, precision="fp32", engine="torch", beam_size=1)
+    model, opt = translator.model, translator.options
+    lengths = [len(translator.src_tokenizer.encode(line.strip())) for line in lines]
+    steps = min(model.config.max_len, int(opt.max_len_a * max(lengths) + opt.max_len_b))
+    step = compiled_step(model, rows=translator.batch_size, steps=steps, src_len=max(lengths),
+                         cache=args.compiled_cache)
+    texts, seconds = {}, {}
+    for name, decoder in (("eager", translator.decoder),
+                          ("compiled", CompiledDecoder(model, step["runner"], rows=translator.batch_size,
+                                                       beams=1, steps=steps, src_len=max(lengths)))):
+        translator.decoder = decoder
+        began = time.perf_counter()
+        texts[name] = [t.text for t in translator.translate(lines)]
+        seconds[name] = round(time.perf_counter() - began, 2)
+    equal = sum(a == b for a, b in zip(texts["eager"], texts["compiled"], strict=True))
+    row = {"model": str(args.model), "source": str(source), "lines": len(lines), "equal_lines": equal,
+           "bucket": {"rows": translator.batch_size, "steps": steps, "src_len": max(lengths)},
+           "compile_s": step["compile_s"], "load_s": round(step["load_s"], 3), "seconds": seconds,
+           "torch": torch.__version__, "capability": torch.backends.cpu.get_cpu_capability()}
+    print(f"compiled float32 greedy equals eager on {equal}/{len(lines)} lines of {source.name} "
+          f"(bucket {row['bucket']}; "
+          + (f"compiled in {step['compile_s']:.0f} s; " if step["compile_s"] else "loaded from the cache; ")
+          + f"eager {seconds['eager']} s, compiled {seconds['compiled']} s)")
+    return {"suite": "compiled-parity", **row}
+
+
 def _compiled_run(model, decoder: CompiledDecoder, batches: list[Tensor], *, beam: int, length: int):
     kw = dict(bos_id=BOS, eos_id=EOS, max_len=length, min_len=length, decoder=decoder)
 
