@@ -347,11 +347,11 @@ def test_our_weights_are_read_only_when_ours_decodes(ct2_module, trained_dir, te
     # each sentence its own limit: those of a batch that ran past theirs are searched again by it
     theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=1,
                              max_len_a=0.5, max_len_b=1)
-    assert not theirs.loaded.loaded  # the conversion found in the cache
+    assert not theirs.loaded.weights_read  # the conversion found in the cache
     theirs.translate(test_lines.src[:20])
-    assert not theirs.loaded.loaded
+    assert not theirs.loaded.weights_read
     theirs.translate(test_lines.src[:2], prefixes=["eins", "zwei"])
-    assert theirs.loaded.loaded
+    assert theirs.loaded.weights_read
     want = load_model_dir(trained_dir).model.state_dict()
     got = theirs.model.state_dict()
     assert all(torch.equal(got[name], tensor) for name, tensor in want.items())

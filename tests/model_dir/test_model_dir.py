@@ -290,3 +290,20 @@ def test_load_model_dir_puts_the_model_on_the_device(tmp_path, number_tokenizer)
     run = saved(tmp_path / "run", number_tokenizer)
     loaded = load_model_dir(run, device="meta")
     assert {p.device.type for p in loaded.model.parameters()} == {"meta"}
+
+
+def test_a_lazy_model_reads_the_weights_at_first_use_unless_they_were_replaced(tmp_path,
+                                                                                number_tokenizer):
+    run = saved(tmp_path / "run", number_tokenizer)
+    want = weights(load_model_dir(run).model)
+    loaded = load_model_dir(run, lazy=True)
+    assert not loaded.weights_read and loaded.config.d_model == SHAPE["d_model"]
+    got = weights(loaded.model)  # read now
+    assert loaded.weights_read and all(torch.equal(got[k], v) for k, v in want.items())
+
+    stale = load_model_dir(run, lazy=True)
+    stat = (run / "model.safetensors").stat()
+    saved(tmp_path / "run", number_tokenizer)  # training wrote new weights meanwhile
+    os.utime(run / "model.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert "model.safetensors: replaced after the run was opened" in message(lambda: stale.model)
+    assert not stale.weights_read

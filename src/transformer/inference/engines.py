@@ -239,7 +239,7 @@ class CTranslate2Translator(Translator):
             # a row that ran past its own limit is searched again to it, for its log-probability
             found = self._search(pieces, beam=1, count=1, limit=max(limits), scores=log_probs)
             rows = [i for i, (candidates, limit) in enumerate(zip(found, limits, strict=True))
-                    if not candidates or (log_probs and sum(_length(candidates[0])) > limit)]
+                    if not candidates or (log_probs and len(candidates[0][0]) + candidates[0][2] > limit)]
             for i in set(range(len(sources))) - set(rows):
                 out[i] = [_greedy(found[i][0], limits[i])]
         for limit in sorted({limits[i] for i in rows}):  # beam search: one call per limit
@@ -288,11 +288,6 @@ class CTranslate2Translator(Translator):
                              len(ids) + ended) for ids, logp, ended in hypotheses]
         scored.sort(key=lambda found: -found.score)
         return scored[: self.options.nbest or 1]
-
-
-def _length(found: tuple[list[int], float, bool]) -> tuple[int, int]:
-    """(tokens, 1 if it ended with EOS) of one of :meth:`CTranslate2Translator._search`'s results."""
-    return len(found[0]), int(found[2])
 
 
 def _greedy(found: tuple[list[int], float, bool], limit: int) -> Hypothesis:

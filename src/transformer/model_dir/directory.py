@@ -54,7 +54,9 @@ class LoadedModel:
 
     Read with ``lazy=True``, the model is built and its weights loaded on first use of ``model``
     (an engine that decodes from its own copy of the weights may never need ours); ``config`` and
-    ``device`` are known without it."""
+    ``device`` are known without it. InputError then if the weights file was replaced after
+    the directory was read (a run still training): its tokenizers and another engine's copy
+    would no longer be the ones of these weights."""
 
     record: RunRecord
     src_tokenizer: TextTokenizer
@@ -62,6 +64,7 @@ class LoadedModel:
     device: torch.device
     weights: Path | None = None  # read on first use of ``model`` when not given one
     _model: Transformer | TransformerClassifier | None = None
+    _stamp: tuple[int, int] | None = None  # the weights file's (size, mtime) when read lazily
 
     @property
     def model(self) -> Transformer | TransformerClassifier:
@@ -69,11 +72,14 @@ class LoadedModel:
         if self._model is None:
             if self.weights is None:
                 raise ValueError("a LoadedModel needs a model or a weights file")
+            if self._stamp is not None and self._stamp != _stamp(self.weights):
+                raise InputError(f"{self.weights}: replaced after the run was opened (is it still "
+                                 "training?); open the run again")
             self._model = _read_model(self.record, self.weights, self.device)
         return self._model
 
     @property
-    def loaded(self) -> bool:
+    def weights_read(self) -> bool:
         """Whether ``model`` has been built (its weights read)."""
         return self._model is not None
 
@@ -194,9 +200,20 @@ def load_model_dir(run_dir: Path | str, *, device: str | torch.device = "cpu",
     device = torch.device(device)
     loaded = LoadedModel(record=record, src_tokenizer=src_tok, tgt_tokenizer=tgt_tok,
                          device=device, weights=weights)
-    if not lazy:
+    if lazy:
+        loaded._stamp = _stamp(weights)
+    else:
         loaded.model  # noqa: B018 (built and read now)
     return loaded
+
+
+def _stamp(weights: Path) -> tuple[int, int] | None:
+    """The file's size and modification time in nanoseconds (None: it is gone)."""
+    try:
+        stat = weights.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
 
 
 def _read_model(record: RunRecord, weights: Path, device: torch.device) -> nn.Module:
