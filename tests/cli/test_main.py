@@ -60,3 +60,35 @@ def test_the_entry_imports_no_training():
             "print([m for m in sys.modules if m.startswith('transformer.training')])\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_the_executable_freezes_what_the_imports_left_out_of_the_collector():
+    """``python -m transformer`` (and the console script) freezes the objects the imports made,
+    PyTorch's among them, so that no full collection, the one at exit included, walks them."""
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: print('frozen', gc.get_freeze_count(), gc.isenabled()))\n"
+            "sys.argv = ['transformer', 'version']\n"
+            "import runpy\nrunpy.run_module('transformer', run_name='__main__')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    frozen, count, collecting = result.stdout.split()[-3:]
+    assert frozen == "frozen" and int(count) > 100_000 and collecting == "True"
+
+
+def test_importing_the_package_collects_no_garbage_and_leaves_the_collector_as_it_was():
+    """No collection runs while the package imports PyTorch and its models (once done, the
+    collector is on again, or still off if it was)."""
+    code = ("import gc, sys\n"
+            "collections = []\n"
+            "def importing():\n"
+            "    package = sys.modules.get('transformer')\n"
+            "    names = vars(package) if package is not None else {}\n"
+            "    return '_collecting' in names and 'TransformerClassifier' not in names\n"
+            "gc.callbacks.append(lambda phase, info: importing() and collections.append(phase))\n"
+            "if sys.argv[1] == 'off':\n    gc.disable()\n"
+            "import transformer\n"
+            "print(len(collections), gc.isenabled())\n")
+    for state, want in (("on", "True"), ("off", "False")):
+        result = subprocess.run([sys.executable, "-c", code, state], capture_output=True, text=True,
+                                check=True)
+        assert result.stdout.split() == ["0", want]
