@@ -18,6 +18,7 @@ from transformer.convert import ctranslate2 as ctranslate2_module
 from transformer.convert import save_ctranslate2
 from transformer.convert.ctranslate2 import int8_decoding_caveat, onednn_int8_saturates
 from transformer.decoding import beam_search, greedy_decode
+from transformer.errors import InputError
 from transformer.model_dir import save_model_dir
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -245,11 +246,15 @@ def run_dir(tmp_path, tokenizer):
     pytest.param(NO_VNNI, "int8_float32", True, id="no VNNI, int8_float32"),
     pytest.param(NO_VNNI, None, False, id="no VNNI, float32"),
     pytest.param(AVX512_VNNI, "int8", False, id="VNNI, int8"),
+    pytest.param(NO_VNNI, "int8 63", False, id="no VNNI, 7-bit int8"),
 ])
 def test_int8_export_warns_once_on_a_cpu_without_vnni(monkeypatch, caplog, capsys, tmp_path,
                                                       run_dir, flags, quantization, warned):
     fake_cpu(monkeypatch, flags=flags)
-    extra = ["--quantization", quantization] if quantization else []
+    extra = []
+    if quantization:
+        quantization, _, largest = quantization.partition(" ")
+        extra = ["--quantization", quantization] + (["--int8-max", largest] if largest else [])
     with caplog.at_level(logging.WARNING):
         assert main(["export", "ctranslate2", "--model", str(run_dir),
                      "--out", str(tmp_path / "ct2"), *extra, "--json"]) == 0
@@ -257,7 +262,7 @@ def test_int8_export_warns_once_on_a_cpu_without_vnni(monkeypatch, caplog, capsy
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     if warned:
         assert len(warnings) == 1 and "\n" not in warnings[0]
-        assert "VNNI" in warnings[0] and "CT2_USE_MKL=1" in warnings[0]
+        assert "VNNI" in warnings[0] and "--int8-max 63" in warnings[0] and "CT2_USE_MKL=1" in warnings[0]
     else:
         assert warnings == []
 
@@ -298,3 +303,72 @@ def test_bad_exports_are_one_line(tmp_path, tokenizer, capsys):
     with pytest.raises(Exception, match="vocabulary has 3 pieces"):
         save_ctranslate2(model, tmp_path / "v", source_vocabulary=["a", "b", "c"],
                          target_vocabulary=["a", "b", "c"])
+
+
+@pytest.mark.parametrize("quantization", ["int8", "int8_float16"])
+def test_our_int8_quantization_at_127_is_ctranslate2s_byte_for_byte(tmp_path, quantization):
+    """The quantizer behind ``int8_max`` is CTranslate2's own: at 127 it writes the same model."""
+    model = random_model(6, share_embeddings=True, tie_embeddings=True)
+    theirs = ctranslate2_module.ctranslate2_spec(model, source_vocabulary=VOCAB,
+                                                 target_vocabulary=VOCAB)
+    theirs.validate()
+    theirs.optimize(quantization=quantization)
+    ours = ctranslate2_module.ctranslate2_spec(model, source_vocabulary=VOCAB, target_vocabulary=VOCAB)
+    ours.validate()
+    ours._alias_variables()
+    ctranslate2_module._quantize_int8(ours, int8_max=127, quantization=quantization)
+    for name, spec in (("theirs", theirs), ("ours", ours)):
+        (tmp_path / name).mkdir()
+        spec.save(str(tmp_path / name))
+    assert (tmp_path / "ours" / "model.bin").read_bytes() == (tmp_path / "theirs" / "model.bin").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def int8_7bit_export(tmp_path_factory, int8_export):
+    """int8_export's model with 7-bit int8 weights: ``(fp32_dir, int8_dir)``."""
+    directory = tmp_path_factory.mktemp("int8-7bit")
+    model = random_model(6, share_embeddings=True, tie_embeddings=True)
+    save_ctranslate2(model, directory / "int8", source_vocabulary=VOCAB, target_vocabulary=VOCAB,
+                     quantization="int8", int8_max=63)
+    return int8_export[0], directory / "int8"
+
+
+def test_7_bit_int8_weights_do_not_saturate_onednn_without_vnni(int8_export, int8_7bit_export):
+    """Weights up to 63 keep oneDNN's 16-bit pair sums from saturating: where 8-bit weights move
+    the log-probabilities far beyond rounding (test_onednn_without_vnni_saturates), 7-bit ones
+    decode there as under MKL's exact GEMM, within twice the 8-bit rounding (one bit less)."""
+    onednn = {"CT2_USE_MKL": "0", **AVX2}
+    if not onednn_int8_saturates(onednn):
+        pytest.skip("not an x86 CPU whose flags can be read")
+    seven_bits = worst_int8_error(int8_7bit_export, onednn)
+    assert abs(seven_bits - worst_int8_error(int8_7bit_export, {"CT2_USE_MKL": "1"})) < 0.01
+    assert seven_bits <= 2 * INT8_TOLERANCE < worst_int8_error(int8_export, onednn)
+
+
+def test_int8_max_is_refused_outside_1_to_127(tmp_path):
+    model = random_model(6)
+    for bad in (0, 128, 63.0, True):
+        with pytest.raises(InputError, match="int8_max must be an integer from 1 to 127"):
+            save_ctranslate2(model, tmp_path / "x", source_vocabulary=VOCAB, target_vocabulary=VOCAB,
+                             quantization="int8", int8_max=bad)
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(("flags", "folder", "int8_max"), [
+    pytest.param(NO_VNNI, "ctranslate2-int8-7bit", 63, id="no VNNI: 7-bit weights"),
+    pytest.param(AVX512_VNNI, "ctranslate2-int8", 127, id="VNNI: CTranslate2's own int8"),
+])
+def test_the_engines_int8_cache_has_7_bit_weights_where_int8_saturates(monkeypatch, run_dir,
+                                                                       flags, folder, int8_max):
+    from transformer.convert.ctranslate2 import cached_ctranslate2
+    from transformer.model_dir import load_model_dir
+
+    fake_cpu(monkeypatch, flags=flags)
+    path = cached_ctranslate2(load_model_dir(run_dir, lazy=True), precision="int8")
+    assert path.parent.name == folder
+    assert json.loads((path.parent / "key.json").read_text())["int8_max"] == int8_max
+    want = ctranslate2_module.export_ctranslate2(run_dir, run_dir.parent / "want", quantization="int8",
+                                                 int8_max=int8_max)
+    assert (path / "model.bin").read_bytes() == (want / "model.bin").read_bytes()
+    ctranslate2.Translator(str(path), device="cpu", compute_type="int8")  # loads
+    assert int8_decoding_caveat("int8", int8_max) is None

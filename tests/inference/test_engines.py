@@ -114,23 +114,23 @@ def _cpu(capability: str = "AVX512", arch: str = "x86_64"):
                    quantized_engines=("x86",))
 
 
-@pytest.mark.parametrize(("cpu", "precision", "d_model", "types", "saturates", "expected"), [
-    (_cpu(), "fp32", 256, {"float32", "int8"}, False, "ctranslate2"),
-    (_cpu(), "int8", 128, {"float32", "int8"}, False, "ctranslate2"),
-    (_cpu("AVX2"), "fp32", 128, {"float32", "int8"}, False, "ctranslate2"),
-    (_cpu(), "int8", 256, {"float32", "int8"}, True, "torch"),  # saturating int8 GEMM: wrong
-    (_cpu(), "bf16", 256, {"float32", "int8"}, False, "torch"),  # no bf16 in CTranslate2 here
-    (_cpu(), "fp32", 32, {"float32", "int8"}, False, "torch"),  # narrower than measured
-    (_cpu(), "fp32", 1024, {"float32", "int8"}, False, "torch"),  # wider than measured
-    (_cpu("DEFAULT", "aarch64"), "fp32", 256, {"float32", "int8"}, False, "torch"),  # not measured
-    (_cpu(), "fp32", 256, set(), False, "torch"),  # not installed
+@pytest.mark.parametrize(("cpu", "precision", "d_model", "types", "expected"), [
+    (_cpu(), "fp32", 256, {"float32", "int8"}, "ctranslate2"),
+    (_cpu(), "int8", 128, {"float32", "int8"}, "ctranslate2"),
+    (_cpu("AVX2"), "fp32", 128, {"float32", "int8"}, "ctranslate2"),
+    (_cpu("AVX2"), "int8", 256, {"float32", "int8"}, "ctranslate2"),  # on its 7-bit weights
+    (_cpu(), "bf16", 256, {"float32", "int8"}, "torch"),  # no bf16 in CTranslate2 here
+    (_cpu(), "fp32", 32, {"float32", "int8"}, "torch"),  # narrower than measured
+    (_cpu(), "fp32", 1024, {"float32", "int8"}, "torch"),  # wider than measured
+    (_cpu("DEFAULT", "aarch64"), "fp32", 256, {"float32", "int8"}, "torch"),  # not measured
+    (_cpu(), "fp32", 256, set(), "torch"),  # not installed
 ])
 def test_auto_takes_ctranslate2_only_where_it_was_measured_faster(cpu, precision, d_model, types,
-                                                                  saturates, expected):
+                                                                  expected):
     from transformer.inference.engine_choice import auto_engine
 
     engine, why = auto_engine(cpu, precision=precision, d_model=d_model, device="cpu",
-                              ctranslate2_types=frozenset(types), int8_saturates=saturates)
+                              ctranslate2_types=frozenset(types))
     assert engine == expected and why
 
 
@@ -138,7 +138,7 @@ def test_auto_on_a_gpu_is_ours():
     from transformer.inference.engine_choice import auto_engine
 
     assert auto_engine(_cpu(), precision="fp32", d_model=256, device="cuda",
-                       ctranslate2_types=frozenset({"float32"}), int8_saturates=False)[0] == "torch"
+                       ctranslate2_types=frozenset({"float32"}))[0] == "torch"
 
 
 # --- with CTranslate2 -------------------------------------------------------------------------------
@@ -364,7 +364,6 @@ def test_auto_on_a_measured_width_decodes_as_the_rule_says_in_float32(ct2_module
     machine, and where it is CTranslate2 the precision is float32 (the bf16 probe times ours;
     CTranslate2 has no bf16 on a CPU)."""
     from transformer import precision
-    from transformer.convert.ctranslate2 import onednn_int8_saturates
     from transformer.hardware import detect_cpu
     from transformer.inference.engine_choice import auto_engine
 
@@ -378,8 +377,7 @@ def test_auto_on_a_measured_width_decodes_as_the_rule_says_in_float32(ct2_module
                    src_tokenizer=tokenizer, tgt_tokenizer=tokenizer)
     translator = load_translator(tmp_path / "d128", beam_size=1)
     expected, _ = auto_engine(detect_cpu(), precision="fp32", d_model=128, device="cpu",
-                              ctranslate2_types=engines.ctranslate2_compute_types(),
-                              int8_saturates=onednn_int8_saturates())
+                              ctranslate2_types=engines.ctranslate2_compute_types())
     assert translator.engine == expected
     if expected == "ctranslate2":
         assert translator.precision == "fp32"

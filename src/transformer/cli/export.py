@@ -6,6 +6,7 @@ import argparse
 import logging
 
 from transformer.cli.common import add_json, emit_json
+from transformer.errors import InputError
 
 log = logging.getLogger("transformer")
 
@@ -22,12 +23,15 @@ def add(sub: argparse._SubParsersAction) -> None:
         "loads with ctranslate2.Translator(DIR) and decodes as ours does: the same greedy output; "
         "beam search can differ on some sentences, since CTranslate2's length penalty is len^a "
         "where ours is GNMT's and it keeps finished hypotheses in the beam. --quantization int8 "
-        "stores int8 weights; on a CPU without VNNI it warns that CTranslate2 decodes them accurately only with CT2_USE_MKL=1.",
+        "stores int8 weights; on a CPU without VNNI, whose int8 kernel saturates on them, it warns: "
+        "--int8-max 63 stores 7-bit weights that decode accurately there (or decode with CT2_USE_MKL=1).",
     )
     c.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory (ours)")
     c.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")
     c.add_argument("--quantization", metavar="TYPE",
                    help="int8, int8_float32, int16, float16, bfloat16, ... (default: float32)")
+    c.add_argument("--int8-max", type=int, default=127, metavar="N",
+                   help="the largest int8 weight (default 127; 63 for CPUs without VNNI)")
     add_json(c)
     c.set_defaults(handler=run_ctranslate2)
     h = formats.add_parser(
@@ -45,8 +49,11 @@ def add(sub: argparse._SubParsersAction) -> None:
 def run_ctranslate2(args: argparse.Namespace) -> int:
     from transformer.convert.ctranslate2 import export_ctranslate2, int8_decoding_caveat
 
-    out = export_ctranslate2(args.model, args.out, quantization=args.quantization)
-    caveat = int8_decoding_caveat(args.quantization)
+    if not 1 <= args.int8_max <= 127:
+        raise InputError(f"--int8-max must be from 1 to 127, got {args.int8_max}")
+    out = export_ctranslate2(args.model, args.out, quantization=args.quantization,
+                             int8_max=args.int8_max)
+    caveat = int8_decoding_caveat(args.quantization, args.int8_max)
     if caveat:
         log.warning(caveat)
     summary = {"format": "ctranslate2", "out": str(out),

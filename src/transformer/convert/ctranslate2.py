@@ -18,6 +18,10 @@ The position table is written out, not left to CTranslate2: its built-in table p
 before all cosines, while the paper interleaves them (section 3.5).
 
 An int8 model is only as exact as the int8 GEMM that decodes it: see :func:`int8_decoding_caveat`.
+Where that GEMM is oneDNN's u8s8 kernel without VNNI (an AVX2 CPU), the sum of two products of an
+activation (0-255) and a weight (up to 127) can pass the 16 bits it is held in, and saturates;
+weights stored up to 63 (``int8_max=63``: 7 bits) keep every such sum inside (2 x 255 x 63 =
+32,130), at the cost of one bit of weight precision, and at the same speed.
 """
 
 from __future__ import annotations
@@ -47,8 +51,10 @@ QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16", "int8_f
 # ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) values that leave oneDNN without VNNI instructions
 ONEDNN_ISAS_WITHOUT_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
 INT8_CAVEAT = ("int8 CTranslate2 models decoded on this CPU lose accuracy: CTranslate2's default "
-               "int8 GEMM here, oneDNN's u8s8 kernel, saturates without VNNI; set CT2_USE_MKL=1 "
-               "when decoding to avoid it")
+               "int8 GEMM here, oneDNN's u8s8 kernel, saturates without VNNI; export with "
+               "--int8-max 63 (7-bit weights) or set CT2_USE_MKL=1 when decoding to avoid it")
+# the largest int8 weight of a model decoded where oneDNN's int8 GEMM saturates (module docstring)
+UNSATURATED_INT8_MAX = 63
 
 
 def _cpu_vendor() -> str:
@@ -84,10 +90,11 @@ def onednn_int8_saturates(environ: Mapping[str, str] | None = None) -> bool:
     return cap in ONEDNN_ISAS_WITHOUT_VNNI or not any(f in cpu_flags() for f in VNNI_FLAGS)
 
 
-def int8_decoding_caveat(quantization: str | None) -> str | None:
-    """One line on why an export quantized as ``quantization`` decodes less exactly on this CPU
-    than its int8 rounding alone explains (:func:`onednn_int8_saturates`), or None."""
-    if quantization is None or not quantization.startswith("int8"):
+def int8_decoding_caveat(quantization: str | None, int8_max: int = 127) -> str | None:
+    """One line on why an export quantized as ``quantization`` (int8 weights up to ``int8_max``)
+    decodes less exactly on this CPU than its int8 rounding alone explains
+    (:func:`onednn_int8_saturates`), or None."""
+    if quantization is None or not quantization.startswith("int8") or int8_max <= UNSATURATED_INT8_MAX:
         return None
     return INT8_CAVEAT if onednn_int8_saturates() else None
 
@@ -193,10 +200,12 @@ def ctranslate2_spec(model: Transformer, *, source_vocabulary: Sequence[str],
 def save_ctranslate2(model: Transformer, out_dir: str | os.PathLike[str], *,
                      source_vocabulary: Sequence[str], target_vocabulary: Sequence[str],
                      quantization: str | None = None, add_source_eos: bool = False,
-                     overwrite: bool = False) -> Path:
+                     overwrite: bool = False, int8_max: int = 127) -> Path:
     """Write ``model`` as a CTranslate2 directory (``model.bin``, ``config.json``, vocabularies)
     that ``ctranslate2.Translator(out_dir)`` loads; ``quantization`` (e.g. ``"int8"``) is applied
-    to the weights as CTranslate2's converters do; ``add_source_eos`` makes CTranslate2 end each
+    to the weights as CTranslate2's converters do (an int8 weight row scaled so that its largest
+    magnitude is ``int8_max``: 63 for a CPU without VNNI, see the module's docstring; 127, the
+    default, is CTranslate2's own quantization); ``add_source_eos`` makes CTranslate2 end each
     source with ``</s>`` (a model imported from Marian). The directory is written beside and
     renamed into place, so a failure leaves no half-written model. ``out_dir`` must be new or
     empty (InputError naming it, nothing written) unless ``overwrite``: then its content is
@@ -207,9 +216,43 @@ def save_ctranslate2(model: Transformer, out_dir: str | os.PathLike[str], *,
     spec = ctranslate2_spec(model, source_vocabulary=source_vocabulary,
                             target_vocabulary=target_vocabulary)
     spec.config.add_source_eos = add_source_eos
+    if isinstance(int8_max, bool) or not isinstance(int8_max, int) or not 1 <= int8_max <= 127:
+        raise InputError(f"int8_max must be an integer from 1 to 127, got {int8_max!r}")
     spec.validate()
-    spec.optimize(quantization=quantization)
+    if quantization is not None and quantization.startswith("int8") and int8_max != 127:
+        spec._alias_variables()  # what optimize() does first
+        _quantize_int8(spec, int8_max=int8_max, quantization=quantization)
+    else:
+        spec.optimize(quantization=quantization)
     return write_new_dir(out_dir, lambda tmp: spec.save(str(tmp)), overwrite=overwrite)
+
+
+def _quantize_int8(spec: Any, *, int8_max: int, quantization: str) -> None:
+    """CTranslate2's int8 quantization of ``spec`` (per output row, round to nearest), each row
+    scaled to ``int8_max`` instead of 127; the variables left in floating point are cast as
+    ``spec.optimize(quantization)`` casts them."""
+    from ctranslate2.specs import model_spec
+
+    cast = {"int8_float16": "float16", "int8_bfloat16": "bfloat16"}.get(quantization, "float32")
+
+    def visit(layer: Any, name: str, value: Any) -> None:
+        if not isinstance(value, model_spec.Variable) or value.is_scalar():
+            return
+        key = model_spec._split_scope(name)[-1]
+        if not hasattr(layer, f"{key}_scale"):  # not a quantized weight
+            if value.dtype in ("float32", "float16", "bfloat16"):
+                setattr(layer, key, value.to(cast))
+            return
+        weight = value.to("float32").numpy().reshape(value.shape[0], -1).copy()
+        largest = np.abs(weight).max(axis=1)
+        largest[largest == 0] = int8_max
+        scale = (int8_max / np.maximum(largest, np.float32(int8_max) / np.finfo(np.float32).max))
+        scale = scale.astype(np.float32)
+        stored = np.rint(weight * scale[:, None]).astype(np.int8).reshape(value.shape)
+        setattr(layer, key, model_spec.NumpyVariable(stored))
+        setattr(layer, f"{key}_scale", model_spec.NumpyVariable(scale))
+
+    model_spec.visit_spec(spec, visit)
 
 
 def vocabulary(tokenizer: Any) -> list[str]:
@@ -218,9 +261,11 @@ def vocabulary(tokenizer: Any) -> list[str]:
 
 
 def export_ctranslate2(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-                       quantization: str | None = None, overwrite: bool = False) -> Path:
+                       quantization: str | None = None, overwrite: bool = False,
+                       int8_max: int = 127) -> Path:
     """Export a translation model directory (ours) to a CTranslate2 directory ``out_dir``, new or
-    empty unless ``overwrite`` (see :func:`save_ctranslate2`); returns it as a Path."""
+    empty unless ``overwrite`` (see :func:`save_ctranslate2`, and ``int8_max`` there); returns it
+    as a Path."""
     from transformer.model_dir import load_model_dir
 
     loaded = load_model_dir(run_dir)
@@ -231,7 +276,7 @@ def export_ctranslate2(run_dir: str | os.PathLike[str], out_dir: str | os.PathLi
                             target_vocabulary=vocabulary(loaded.tgt_tokenizer),
                             quantization=quantization,
                             add_source_eos=getattr(loaded.src_tokenizer, "append_eos", False),
-                            overwrite=overwrite)
+                            overwrite=overwrite, int8_max=int8_max)
 
 
 # bumped whenever the mapping above changes, so that every cached conversion is made again
@@ -243,7 +288,8 @@ CACHE_QUANTIZATIONS = {"fp32": None, "int8": "int8", "bf16": "bfloat16"}
 def cached_ctranslate2(loaded: Any, *, precision: str) -> Path:
     """The CTranslate2 directory of a loaded translation model directory (a
     :class:`~transformer.model_dir.LoadedModel`) for ``precision`` (fp32, int8, bf16), converted
-    on first use into ``RUN_DIR/.cache/ctranslate2-<precision>/`` and reused while the weights'
+    on first use into ``RUN_DIR/.cache/ctranslate2-<precision>/`` (int8 where CTranslate2's int8
+    GEMM saturates: ``ctranslate2-int8-7bit/``, weights up to 63) and reused while the weights'
     SHA-256, the run's config and tokenizers, CTranslate2's version and this exporter are
     unchanged (:func:`transformer.model_dir.cache.cached_dir`: atomic; a read-only run directory
     caches under the user's cache folder). InputError for a model CTranslate2 cannot hold."""
@@ -257,14 +303,20 @@ def cached_ctranslate2(loaded: Any, *, precision: str) -> Path:
     if not loaded.record.is_translation:  # the model is read only to convert it
         raise InputError(f"{run_dir}: is a classifier, not a translation model")
     _check_exportable(loaded.config)
+    # where CTranslate2's int8 GEMM saturates, 7-bit weights (a folder of their own, so that
+    # machines of both kinds can share a run directory)
+    seven_bits = precision == "int8" and onednn_int8_saturates()
+    int8_max = UNSATURATED_INT8_MAX if seven_bits else 127
     key = {"weights_sha256": weights_sha256(run_dir), "inputs_sha256": inputs_sha256(run_dir),
            "ctranslate2": ctranslate2.__version__, "export_format": EXPORT_FORMAT,
-           "quantization": CACHE_QUANTIZATIONS[precision]}
+           "quantization": CACHE_QUANTIZATIONS[precision], "int8_max": int8_max}
 
     def convert(tmp: Path) -> None:
         save_ctranslate2(loaded.model, tmp / "model", source_vocabulary=vocabulary(loaded.src_tokenizer),
                          target_vocabulary=vocabulary(loaded.tgt_tokenizer),
                          quantization=CACHE_QUANTIZATIONS[precision],
-                         add_source_eos=getattr(loaded.src_tokenizer, "append_eos", False))
+                         add_source_eos=getattr(loaded.src_tokenizer, "append_eos", False),
+                         int8_max=int8_max)
 
-    return cached_dir(run_dir, f"ctranslate2-{precision}", key=key, fill=convert) / "model"
+    name = f"ctranslate2-{precision}" + ("-7bit" if seven_bits else "")
+    return cached_dir(run_dir, name, key=key, fill=convert) / "model"

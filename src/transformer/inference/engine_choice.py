@@ -3,10 +3,9 @@
 ``auto`` runs CTranslate2 where it was measured faster than ours for the precision, the model's
 width and the kind of CPU, and ours everywhere else: on a GPU, in bf16 (CTranslate2 has no bf16
 on a CPU), for a model narrower or wider than the ones measured, on a CPU of a kind not measured
-(ARM, plain x86), where CTranslate2 is not installed, and in int8 where CTranslate2's int8 GEMM
-saturates on this CPU (oneDNN without VNNI:
-:func:`transformer.convert.ctranslate2.onednn_int8_saturates`), since there it is faster but
-wrong. The figures behind each entry are ``benchmarks/decoding.py`` engines rows (1 thread,
+(ARM, plain x86), and where CTranslate2 is not installed. In int8 where CTranslate2's int8 GEMM
+saturates (oneDNN without VNNI: :func:`transformer.convert.ctranslate2.onednn_int8_saturates`),
+the engine's conversion stores 7-bit weights, which it does not saturate on. The figures behind each entry are ``benchmarks/decoding.py`` engines rows (1 thread,
 greedy and beam 5, batch 1 and 16, forced 32-token outputs, CTranslate2 4.8, torch 2.13), quoted
 in docs/explanation/results.md.
 
@@ -44,8 +43,8 @@ class EngineRule:
 AVX512 = EngineRule(fastest=(("fp32", CTRANSLATE2), ("int8", CTRANSLATE2)),
                     min_d_model=128, max_d_model=256)
 # The same machine lowered to AVX2 (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
-# MKL_ENABLE_INSTRUCTIONS=AVX2 CT2_FORCE_CPU_ISA=AVX2): float32 as at AVX-512; int8 there is
-# oneDNN's saturating kernel, which auto_engine refuses whatever this table says.
+# MKL_ENABLE_INSTRUCTIONS=AVX2 CT2_FORCE_CPU_ISA=AVX2): float32 as at AVX-512; int8 ours/CT2
+# 0.27-0.92, CTranslate2 on its 7-bit weights (oneDNN's kernel there saturates on 8-bit ones).
 AVX2 = EngineRule(fastest=(("fp32", CTRANSLATE2), ("int8", CTRANSLATE2)),
                   min_d_model=128, max_d_model=256)
 
@@ -61,19 +60,16 @@ def rule_for(cpu: CpuInfo) -> EngineRule | None:
 
 
 def auto_engine(cpu: CpuInfo, *, precision: str, d_model: int, device: str,
-                ctranslate2_types: frozenset[str], int8_saturates: bool) -> tuple[str, str]:
+                ctranslate2_types: frozenset[str]) -> tuple[str, str]:
     """``(engine, why)`` for ``--engine auto``: ``precision`` is the one that runs (fp32, bf16,
     int8), ``device`` the model's device type, ``ctranslate2_types`` the compute types
-    CTranslate2 offers on this CPU (empty: not installed), ``int8_saturates`` whether its int8
-    GEMM saturates here. ``why`` is one line for the log."""
+    CTranslate2 offers on this CPU (empty: not installed). ``why`` is one line for the log."""
     if not ctranslate2_types:
         return TORCH, "CTranslate2 is not installed"
     if device != "cpu":
         return TORCH, f"the model is on {device}; the rule is measured on CPUs"
     if CT2_COMPUTE_TYPES.get(precision) not in ctranslate2_types:
         return TORCH, f"CTranslate2 has no {precision} on this CPU"
-    if precision == "int8" and int8_saturates:
-        return TORCH, "CTranslate2's int8 GEMM saturates on this CPU (oneDNN without VNNI)"
     rule = rule_for(cpu)
     if rule is None:
         return TORCH, f"no engine measured on {cpu.arch} {cpu.capability}"

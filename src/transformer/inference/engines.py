@@ -97,7 +97,6 @@ def choose_engine(loaded: LoadedModel, *, engine: str, precision: str,
                   options: DecodeOptions) -> tuple[str, str]:
     """``(engine that runs, why)`` for the asked ``engine`` (auto, torch, ctranslate2) and the
     ``precision`` that runs; ``why`` is one line for the log."""
-    from transformer.convert.ctranslate2 import onednn_int8_saturates
     from transformer.hardware import detect_cpu
 
     check_engine(engine)
@@ -116,8 +115,7 @@ def choose_engine(loaded: LoadedModel, *, engine: str, precision: str,
         return CTRANSLATE2, "asked for"
     chosen, why = auto_engine(detect_cpu(), precision=precision,
                               d_model=int(loaded.config.d_model), device=device,
-                              ctranslate2_types=types,
-                              int8_saturates=precision == "int8" and onednn_int8_saturates())
+                              ctranslate2_types=types)
     if chosen == CTRANSLATE2 and unmapped:
         return TORCH, f"CTranslate2 is not given {', '.join(unmapped)}"
     return chosen, f"auto: {why}"
@@ -135,8 +133,7 @@ def precision_for_engine(loaded: LoadedModel, *, engine: str, precision: str) ->
 
     device = loaded.device.type
     chosen, _ = auto_engine(detect_cpu(), precision="fp32", d_model=int(loaded.config.d_model),
-                            device=device, ctranslate2_types=ctranslate2_compute_types(),
-                            int8_saturates=False)
+                            device=device, ctranslate2_types=ctranslate2_compute_types())
     return "fp32" if chosen == CTRANSLATE2 else precision
 
 
