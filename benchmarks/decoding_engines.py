@@ -117,8 +117,10 @@ class _Pieces:
 def auto_translators(ours, vocabulary: list[str], directory: Path) -> dict:
     """``auto fp32`` / ``auto int8`` -> the translator ``--engine auto`` builds for this model on
     this machine (``transformer.inference.engine_choice``): our Translator, or the CTranslate2
-    engine over the exports ``ct2_translators`` wrote into ``directory``."""
-    from transformer.convert.ctranslate2 import onednn_int8_saturates
+    engine over the exports ``ct2_translators`` wrote into ``directory`` (int8 where CTranslate2's
+    int8 GEMM saturates: a 7-bit export, as the engine's cache holds there)."""
+    from transformer.convert import save_ctranslate2
+    from transformer.convert.ctranslate2 import UNSATURATED_INT8_MAX, onednn_int8_saturates
     from transformer.hardware import detect_cpu
     from transformer.inference.engine_choice import auto_engine
     from transformer.inference.engines import CTranslate2Translator, ctranslate2_compute_types
@@ -129,11 +131,14 @@ def auto_translators(ours, vocabulary: list[str], directory: Path) -> dict:
     out = {}
     for precision in ("fp32", "int8"):
         engine, _ = auto_engine(detect_cpu(), precision=precision, d_model=ours.config.d_model,
-                                device="cpu", ctranslate2_types=ctranslate2_compute_types(),
-                                int8_saturates=precision == "int8" and onednn_int8_saturates())
+                                device="cpu", ctranslate2_types=ctranslate2_compute_types())
         kw = dict(bos_id=BOS, eos_id=EOS, precision=precision)
         if engine == "ctranslate2":
             path = directory / ("CT2-fp32" if precision == "fp32" else "CT2-int8")
+            if precision == "int8" and onednn_int8_saturates():
+                path = save_ctranslate2(ours, directory / "CT2-int8-7bit", source_vocabulary=vocabulary,
+                                        target_vocabulary=vocabulary, quantization="int8",
+                                        int8_max=UNSATURATED_INT8_MAX)
             loaded = LoadedModel(record=RunRecord.from_dict({"task": "translation", "model": ours.config.to_dict()}),
                                  src_tokenizer=tokenizer, tgt_tokenizer=tokenizer,
                                  device=torch.device("cpu"), _model=ours)
