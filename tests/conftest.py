@@ -3,9 +3,11 @@ falling back to ``../shared/data`` beside the checkout; under CI a missing folde
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -246,3 +248,48 @@ def number_tokenizer():
     numbers = range(1, 400)
     texts = [english_number(n) for n in numbers] + [german_number(n) for n in numbers]
     return Tokenizer.train(texts, vocab_size=60, byte_fallback=False)
+
+
+# what a metrics.jsonl record says about where it is rather than about the model: not a curve
+_PLACE = {"kind", "step", "epoch", "lr", "elapsed_s", "eta_s", "snapshots", "kept"}
+
+
+def _expected_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """The curves of the run's metrics.jsonl as TensorBoard stores them (32-bit floats): the
+    training loss, learning rate and tokens/s of each logged update; every figure of each
+    evaluation (and of an average's)."""
+    import numpy as np
+
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        kind = record["kind"]
+        names = (["loss", "lr", "tokens_per_s"] if kind == "train" else
+                 [n for n in record if n not in _PLACE] if kind in ("valid", "average") else [])
+        for name in names:
+            curves.setdefault(f"{kind}/{name}", []).append((record["step"], float(np.float32(record[name]))))
+    return curves
+
+
+def _read_events(run_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str]]:
+    """(scalars by tag as (step, value) in file order, the latest text by tag), as TensorBoard's
+    own reader (``EventAccumulator``) gives them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    reader = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    reader.Reload()
+    scalars = {tag: [(e.step, e.value) for e in reader.Scalars(tag)]
+               for tag in reader.Tags()["scalars"]}
+    texts = {tag.removesuffix("/text_summary"):
+             tensor_util.make_ndarray(reader.Tensors(tag)[-1].tensor_proto).item().decode()
+             for tag in reader.Tags()["tensors"] if tag.endswith("/text_summary")}
+    return scalars, texts
+
+
+@pytest.fixture(scope="session")
+def tb_events():
+    """A run's TensorBoard events: ``read(run_dir)`` what TensorBoard's reader finds,
+    ``expected(run_dir)`` the curves its metrics.jsonl says they hold."""
+    pytest.importorskip("tensorboard")
+    return SimpleNamespace(read=_read_events, expected=_expected_curves)

@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from transformer.cli import main
@@ -21,60 +20,20 @@ from transformer.cli import main
 pytest.importorskip("tensorboard")
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-# what a record says about where it is rather than about the model: not a curve
-PLACE = {"kind", "step", "epoch", "lr", "elapsed_s", "eta_s", "snapshots", "kept"}
-
-
-def as_float32(value: float) -> float:
-    """What TensorBoard stores of a scalar: a 32-bit float."""
-    return float(np.float32(value))
-
-
-def expected_curves(run: Path) -> dict[str, list[tuple[int, float]]]:
-    """From metrics.jsonl, the curves the issue asks for: training loss, learning rate and
-    tokens/s of each logged update; every figure of each evaluation (and of an average's)."""
-    curves: dict[str, list[tuple[int, float]]] = {}
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        kind = record["kind"]
-        names = (["loss", "lr", "tokens_per_s"] if kind == "train" else
-                 [n for n in record if n not in PLACE] if kind in ("valid", "average") else [])
-        for name in names:
-            point = (record["step"], as_float32(record[name]))
-            curves.setdefault(f"{kind}/{name}", []).append(point)
-    return curves
-
-
-def read_events(run_dir) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str]]:
-    """(scalars by tag as (step, value) in file order, the latest text by tag), as TensorBoard's
-    reader gives them."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.util import tensor_util
-
-    reader = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
-    reader.Reload()
-    scalars = {tag: [(e.step, e.value) for e in reader.Scalars(tag)]
-               for tag in reader.Tags()["scalars"]}
-    texts = {tag.removesuffix("/text_summary"):
-             tensor_util.make_ndarray(reader.Tensors(tag)[-1].tensor_proto).item().decode()
-             for tag in reader.Tags()["tensors"] if tag.endswith("/text_summary")}
-    return scalars, texts
-
-
 def train_args(cli, number_files, run: Path, *extra: str) -> list[str]:
     return ["train", *cli.data_flags(number_files), *cli.TINY, "--log-every", "1", "--out",
             str(run), "--tensorboard", *extra]
 
 
-def test_train_writes_the_figures_of_metrics_jsonl_and_the_run_as_text(cli, number_files,
-                                                                       tmp_path):
+def test_train_writes_the_figures_of_metrics_jsonl_and_the_run_as_text(cli, number_files, tmp_path,
+                                                                       tb_events):
     from transformer.hardware import detect
 
     run = tmp_path / "run"
     assert main(train_args(cli, number_files, run, "--max-steps", "6", "--eval-every", "2",
                            "--average-last", "2")) == 0
-    scalars, texts = read_events(run)
-    assert scalars == expected_curves(run)
+    scalars, texts = tb_events.read(run)
+    assert scalars == tb_events.expected(run)
     assert {"train/loss", "train/lr", "train/tokens_per_s", "valid/loss", "valid/bleu",
             "valid/chrf", "average/loss"} <= set(scalars)
     precision = json.loads((run / "config.json").read_text())["precision"]
@@ -82,15 +41,15 @@ def test_train_writes_the_figures_of_metrics_jsonl_and_the_run_as_text(cli, numb
     assert texts["run/machine"] == detect().summary()
 
 
-def test_classify_train_writes_the_figures_of_metrics_jsonl(tmp_path):
+def test_classify_train_writes_the_figures_of_metrics_jsonl(tmp_path, tb_events):
     run = tmp_path / "topics"
     assert main(["classify", "train", "--train", str(EXAMPLES / "topics-train.tsv"), "--valid",
                  str(EXAMPLES / "topics-valid.tsv"), "--multi-label", "--preset", "tiny",
                  "--vocab-size", "300", "--max-steps", "8", "--eval-every", "4",
                  "--precision", "fp32", "--threads", "1", "--no-progress", "--out", str(run),
                  "--tensorboard"]) == 0
-    scalars, _ = read_events(run)
-    assert scalars == expected_curves(run)
+    scalars, _ = tb_events.read(run)
+    assert scalars == tb_events.expected(run)
     assert {"train/loss", "valid/macro_f1", "valid/accuracy", "valid/macro_f1_at_0.5"} <= set(scalars)
 
 
@@ -105,8 +64,8 @@ def _logged_step(run: Path) -> int:
     return max(steps)
 
 
-def test_the_events_are_complete_after_a_sigterm_and_a_resume_continues_them(
-        cli, number_files, tmp_path):
+def test_the_events_are_complete_after_a_sigterm_and_a_resume_continues_them(cli, number_files,
+                                                                             tmp_path, tb_events):
     run = tmp_path / "run"
     args = train_args(cli, number_files, run, "--max-steps", "300", "--eval-every", "100")
     proc = subprocess.Popen([sys.executable, "-m", "transformer", *args], stdout=subprocess.PIPE,
@@ -121,17 +80,18 @@ def test_the_events_are_complete_after_a_sigterm_and_a_resume_continues_them(
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err[-2000:]
     stopped_at = _logged_step(run)
-    scalars, _ = read_events(run)
-    assert scalars == expected_curves(run)  # closed on the way out: every update's events
+    scalars, _ = tb_events.read(run)
+    assert scalars == tb_events.expected(run)  # closed on the way out: every update's events
     assert scalars["train/loss"][-1][0] == stopped_at
     assert main(["train", "--resume", str(run), "--max-steps", str(stopped_at + 4),
                  "--no-progress"]) == 0
-    scalars, _ = read_events(run)
-    assert scalars == expected_curves(run)
+    scalars, _ = tb_events.read(run)
+    assert scalars == tb_events.expected(run)
     assert [step for step, _ in scalars["train/loss"]] == list(range(1, stopped_at + 5))
 
 
-def test_a_diverged_run_closes_its_event_files(cli, number_files, tmp_path, monkeypatch, capsys):
+def test_a_diverged_run_closes_its_event_files(cli, number_files, tmp_path, monkeypatch, capsys,
+                                               tb_events):
     from transformer.training import tensorboard
     from transformer.training.translation_task import TranslationTask
 
@@ -153,8 +113,8 @@ def test_a_diverged_run_closes_its_event_files(cli, number_files, tmp_path, monk
                            "--max-bad-updates", "2")) == 1
     assert "2 updates in a row" in capsys.readouterr().err
     assert closed == [True]
-    scalars, _ = read_events(run)
-    assert scalars == expected_curves(run) and len(scalars["train/loss"]) == 4
+    scalars, _ = tb_events.read(run)
+    assert scalars == tb_events.expected(run) and len(scalars["train/loss"]) == 4
 
 
 @pytest.mark.parametrize("verb", [["train", "--train-src", "{f}", "--train-tgt", "{f}"],
@@ -172,12 +132,12 @@ def test_a_missing_tensorboard_package_is_one_line_before_any_work(
     assert not (tmp_path / "runs").exists()
 
 
-def test_resume_may_turn_tensorboard_on(cli, trained_run, tmp_path):
+def test_resume_may_turn_tensorboard_on(cli, trained_run, tmp_path, tb_events):
     """A run started without it writes the updates it makes after the resume."""
     run = cli.copy_run(trained_run, tmp_path)
     assert not (run / "tensorboard").exists()
     assert main(["train", "--resume", str(run), "--max-steps", "6", "--tensorboard",
                  "--no-progress"]) == 0
-    scalars, _ = read_events(run)
-    curves = expected_curves(run)
+    scalars, _ = tb_events.read(run)
+    curves = tb_events.expected(run)
     assert scalars["train/loss"] == curves["train/loss"][4:] and len(curves["train/loss"]) == 6

@@ -5,9 +5,6 @@ tests/cli/test_tensorboard.py.)"""
 
 from __future__ import annotations
 
-import json
-
-import numpy as np
 import pytest
 import torch
 
@@ -18,50 +15,6 @@ from transformer.training.trainer import TrainConfig, Trainer
 from transformer.training.translation_task import TranslationTask
 
 pytest.importorskip("tensorboard")
-
-# what a record says about where it is rather than about the model: not a curve
-PLACE = {"kind", "step", "epoch", "lr", "elapsed_s", "eta_s", "snapshots", "kept"}
-
-
-def as_float32(value: float) -> float:
-    """What TensorBoard stores of a scalar: a 32-bit float."""
-    return float(np.float32(value))
-
-
-def expected_curves(run_dir) -> dict[str, list[tuple[int, float]]]:
-    """The curves the issue asks for, from metrics.jsonl: the training loss, learning rate and
-    tokens/s of each logged update, and every figure of each evaluation."""
-    curves: dict[str, list[tuple[int, float]]] = {}
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        kind = record["kind"]
-        if kind == "train":
-            names = ["loss", "lr", "tokens_per_s"]
-        elif kind in ("valid", "average"):
-            names = [name for name in record if name not in PLACE]
-        else:
-            continue
-        for name in names:
-            point = (record["step"], as_float32(record[name]))
-            curves.setdefault(f"{kind}/{name}", []).append(point)
-    return curves
-
-
-def read_events(run_dir) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str]]:
-    """(scalars by tag as (step, value) in file order, the latest text by tag), as TensorBoard's
-    reader gives them."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.util import tensor_util
-
-    reader = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
-    reader.Reload()
-    scalars = {tag: [(e.step, e.value) for e in reader.Scalars(tag)]
-               for tag in reader.Tags()["scalars"]}
-    texts = {tag.removesuffix("/text_summary"):
-             tensor_util.make_ndarray(reader.Tensors(tag)[-1].tensor_proto).item().decode()
-             for tag in reader.Tags()["tensors"] if tag.endswith("/text_summary")}
-    return scalars, texts
-
 
 class Dies(TranslationTask):
     """A task that raises ``Died`` (as a SIGKILL would end the process) before the loss of update
@@ -98,28 +51,29 @@ def make(synth, run_dir, metrics, *, die_at=None, **cfg):
                    metrics=metrics)
 
 
-def test_the_events_hold_the_figures_of_metrics_jsonl(synth, tmp_path):
+def test_the_events_hold_the_figures_of_metrics_jsonl(synth, tmp_path, tb_events):
     notes = {"precision": "precision fp32 (asked: fp32): as asked", "machine": "a CPU"}
     with MetricsLog(tmp_path, tensorboard=True, notes=notes) as metrics:
         make(synth, tmp_path, metrics, max_steps=6, eval_every=3).fit()
-    scalars, texts = read_events(tmp_path)
-    assert scalars == expected_curves(tmp_path)
+    scalars, texts = tb_events.read(tmp_path)
+    assert scalars == tb_events.expected(tmp_path)
     assert {"train/loss", "train/lr", "train/tokens_per_s", "valid/loss"} <= set(scalars)
     assert [step for step, _ in scalars["train/loss"]] == [1, 2, 3, 4, 5, 6]
     assert texts == {f"run/{name}": text for name, text in notes.items()}
 
 
-def test_a_resume_after_a_kill_purges_the_events_written_after_its_checkpoint(synth, tmp_path):
+def test_a_resume_after_a_kill_purges_the_events_written_after_its_checkpoint(synth, tmp_path,
+                                                                              tb_events):
     """Killed during update 8 (the last checkpoint: update 6), the events of update 7 are on disk;
     the resumed run writes update 7 again, and TensorBoard shows each update once, as the
     metrics file holds it."""
     with MetricsLog(tmp_path, tensorboard=True) as metrics, pytest.raises(Died):
         make(synth, tmp_path, metrics, die_at=8, max_steps=9, eval_every=3, save_every=5).fit()
-    assert [step for step, _ in read_events(tmp_path)[0]["train/loss"]] == list(range(1, 8))
+    assert [step for step, _ in tb_events.read(tmp_path)[0]["train/loss"]] == list(range(1, 8))
     with MetricsLog(tmp_path, tensorboard=True) as metrics:
         make(synth, tmp_path, metrics, max_steps=9, eval_every=3, save_every=5).fit(resume=True)
-    scalars, _ = read_events(tmp_path)
-    assert scalars == expected_curves(tmp_path)
+    scalars, _ = tb_events.read(tmp_path)
+    assert scalars == tb_events.expected(tmp_path)
     assert [step for step, _ in scalars["train/loss"]] == list(range(1, 10))
     assert [step for step, _ in scalars["valid/loss"]] == [3, 6, 9]
 
