@@ -8,7 +8,8 @@ differ: ours is GNMT's ((5 + len) / 6)^a, CTranslate2's len^a) and with each eng
 1.0. Length limit: ours is 1.5 x source + 10 per sentence (the run's setting); CTranslate2 takes one
 absolute limit per batch, the longest sentence's. The ISA and the GEMM backends CTranslate2 uses
 here (its own report, CT2_VERBOSE) are printed and recorded beside the scores: int8 BLEU depends on
-them (oneDNN's int8 GEMM without VNNI saturates; CT2_USE_MKL=1 avoids it).
+them (oneDNN's int8 GEMM without VNNI saturates on CTranslate2's own int8 weights; CT2_USE_MKL=1
+avoids it, and so do 7-bit weights, the "int8 7-bit" export: ``int8_max=63``).
 
     .venv/bin/python benchmarks/ctranslate2_bleu.py --model RUN_DIR    # multi30k test_2016_flickr
 """
@@ -90,17 +91,19 @@ def main() -> None:
         sources, references = sources[: args.limit], references[: args.limit]
     tmp = Path(tempfile.mkdtemp())
     engines = {}
-    for quant in ("float32", "int8"):
-        export_ctranslate2(args.model, tmp / quant, quantization=None if quant == "float32" else quant)
-        engines[quant] = ctranslate2.Translator(str(tmp / quant), device="cpu", intra_threads=1,
+    for quant, quantization, int8_max in (("float32", None, 127), ("int8", "int8", 127),
+                                          ("int8 7-bit", "int8", 63)):
+        out_dir = tmp / quant.replace(" ", "-")
+        export_ctranslate2(args.model, out_dir, quantization=quantization, int8_max=int8_max)
+        engines[quant] = ctranslate2.Translator(str(out_dir), device="cpu", intra_threads=1,
                                                 inter_threads=1)
     backends = ct2_backends(tmp / "int8")
     print(f"CTranslate2 {ctranslate2.__version__}: ISA {backends['isa']}, float32 GEMM "
           f"{backends['float32_gemm']}, int8 GEMM {backends['int8_gemm']}"
           + (" (saturates without VNNI: CT2_USE_MKL=1 avoids it)" if backends["int8_saturates"]
              else ""), flush=True)
-    gemm = {"float32": backends["float32_gemm"], "int8": backends["int8_gemm"]
-            + (" no VNNI" if backends["int8_saturates"] else "")}
+    int8_gemm = backends["int8_gemm"] + (" no VNNI" if backends["int8_saturates"] else "")
+    gemm = {"float32": backends["float32_gemm"], "int8": int8_gemm, "int8 7-bit": int8_gemm}
     tok = loaded.tgt_tokenizer
     rows = []
     settings = [("greedy", 1, 0.0), ("beam 4, no penalty", 4, 0.0), ("beam 4, penalty 1.0", 4, 1.0)]
