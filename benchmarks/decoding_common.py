@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -56,3 +57,16 @@ def timed(fn: Callable[[], object]) -> tuple[float, float, object]:
     wall, cpu = time.perf_counter(), time.process_time()
     returned = fn()
     return time.perf_counter() - wall, time.process_time() - cpu, returned
+
+
+def test_set_file(lang: str) -> Path:
+    """Multi30k's test_2016_flickr in ``lang``, found where the package looks for corpora
+    (:func:`transformer.data.corpora.find_file`); SystemExit naming it when it is nowhere."""
+    from transformer.data.corpora import find_file
+
+    name = f"test_2016_flickr.{lang}.gz"
+    found = find_file("multi30k", name)
+    if found is None:
+        raise SystemExit(f"multi30k/{name}: not found (set TRANSFORMER_DATA, or put the shared data "
+                         "folder beside the checkout)")
+    return found

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from decoding_common import BOS, EOS, build_models, random_sources
+from decoding_common import BOS, EOS, build_models, random_sources, test_set_file
 from transformer.decoding import FastDecoder, beam_search, greedy_decode
 from transformer.decoding.fast_encoder import fast_encode
 
@@ -240,13 +240,10 @@ def compiled_parity(args: argparse.Namespace) -> dict:
     by ``Translator`` in float32 greedy, once with its eager decoder and once with the compiled
     step in its place (one bucket: the translator's batch, the file's longest source and its
     largest length limit); the share of lines that are equal, and each pass's seconds."""
-    import os
-
     from transformer.data.parallel import read_lines
     from transformer.inference import load_translator
 
-    data = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-    source = args.input or data / "multi30k" / f"test_2016_flickr.{args.src}.gz"
+    source = args.input or test_set_file(args.src)
     lines = list(read_lines(source))
     translator = load_translator(args.model, precision="fp32", engine="torch", beam_size=1)
     model, opt = translator.model, translator.options

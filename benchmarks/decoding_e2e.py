@@ -65,14 +65,14 @@ def _run(command: list[str]) -> float:
 
 
 def e2e_suite(args: argparse.Namespace) -> dict:
+    from decoding_common import test_set_file
     from machine import require_model
     from transformer.convert import export_ctranslate2
 
     if args.model is None:
         raise SystemExit("--suite e2e needs --model RUN_DIR (a translation model directory)")
     require_model(args.model, script="benchmarks/decoding.py --suite e2e")
-    data = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-    source = args.input or data / "multi30k" / f"test_2016_flickr.{args.src}.gz"
+    source = args.input or test_set_file(args.src)
     work = Path(tempfile.mkdtemp())
     rows = []
     for precision in ("fp32", "int8"):

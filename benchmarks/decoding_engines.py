@@ -120,7 +120,7 @@ def auto_translators(ours, vocabulary: list[str], directory: Path) -> dict:
     engine over the exports ``ct2_translators`` wrote into ``directory`` (int8 where CTranslate2's
     int8 GEMM saturates: a 7-bit export, as the engine's cache holds there)."""
     from transformer.convert import save_ctranslate2
-    from transformer.convert.ctranslate2 import UNSATURATED_INT8_MAX, onednn_int8_saturates
+    from transformer.convert.ctranslate2 import int8_max_for_this_cpu
     from transformer.hardware import detect_cpu
     from transformer.inference.engine_choice import auto_engine
     from transformer.inference.engines import CTranslate2Translator, ctranslate2_compute_types
@@ -135,10 +135,11 @@ def auto_translators(ours, vocabulary: list[str], directory: Path) -> dict:
         kw = dict(bos_id=BOS, eos_id=EOS, precision=precision)
         if engine == "ctranslate2":
             path = directory / ("CT2-fp32" if precision == "fp32" else "CT2-int8")
-            if precision == "int8" and onednn_int8_saturates():
+            int8_max = int8_max_for_this_cpu()
+            if precision == "int8" and int8_max != 127:
                 path = save_ctranslate2(ours, directory / "CT2-int8-7bit", source_vocabulary=vocabulary,
                                         target_vocabulary=vocabulary, quantization="int8",
-                                        int8_max=UNSATURATED_INT8_MAX)
+                                        int8_max=int8_max)
             loaded = LoadedModel(record=RunRecord.from_dict({"task": "translation", "model": ours.config.to_dict()}),
                                  src_tokenizer=tokenizer, tgt_tokenizer=tokenizer,
                                  device=torch.device("cpu"), _model=ours)

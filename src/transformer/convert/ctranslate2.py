@@ -90,6 +90,12 @@ def onednn_int8_saturates(environ: Mapping[str, str] | None = None) -> bool:
     return cap in ONEDNN_ISAS_WITHOUT_VNNI or not any(f in cpu_flags() for f in VNNI_FLAGS)
 
 
+def int8_max_for_this_cpu() -> int:
+    """The largest int8 weight to store for CTranslate2 decoding on this CPU: 63 where its int8
+    GEMM saturates (:func:`onednn_int8_saturates`; see the module's docstring), else 127."""
+    return UNSATURATED_INT8_MAX if onednn_int8_saturates() else 127
+
+
 def int8_decoding_caveat(quantization: str | None, int8_max: int = 127) -> str | None:
     """One line on why an export quantized as ``quantization`` (int8 weights up to ``int8_max``)
     decodes less exactly on this CPU than its int8 rounding alone explains
@@ -305,8 +311,7 @@ def cached_ctranslate2(loaded: Any, *, precision: str) -> Path:
     _check_exportable(loaded.config)
     # where CTranslate2's int8 GEMM saturates, 7-bit weights (a folder of their own, so that
     # machines of both kinds can share a run directory)
-    seven_bits = precision == "int8" and onednn_int8_saturates()
-    int8_max = UNSATURATED_INT8_MAX if seven_bits else 127
+    int8_max = int8_max_for_this_cpu() if precision == "int8" else 127
     key = {"weights_sha256": weights_sha256(run_dir), "inputs_sha256": inputs_sha256(run_dir),
            "ctranslate2": ctranslate2.__version__, "export_format": EXPORT_FORMAT,
            "quantization": CACHE_QUANTIZATIONS[precision], "int8_max": int8_max}
@@ -318,5 +323,5 @@ def cached_ctranslate2(loaded: Any, *, precision: str) -> Path:
                          add_source_eos=getattr(loaded.src_tokenizer, "append_eos", False),
                          int8_max=int8_max)
 
-    name = f"ctranslate2-{precision}" + ("-7bit" if seven_bits else "")
+    name = f"ctranslate2-{precision}" + ("-7bit" if int8_max == UNSATURATED_INT8_MAX else "")
     return cached_dir(run_dir, name, key=key, fill=convert) / "model"

@@ -5,9 +5,9 @@ width and the kind of CPU, and ours everywhere else: on a GPU, in bf16 (CTransla
 on a CPU), for a model narrower or wider than the ones measured, on a CPU of a kind not measured
 (ARM, plain x86), and where CTranslate2 is not installed. In int8 where CTranslate2's int8 GEMM
 saturates (oneDNN without VNNI: :func:`transformer.convert.ctranslate2.onednn_int8_saturates`),
-the engine's conversion stores 7-bit weights, which it does not saturate on. The figures behind each entry are ``benchmarks/decoding.py`` engines rows (1 thread,
-greedy and beam 5, batch 1 and 16, forced 32-token outputs, CTranslate2 4.8, torch 2.13), quoted
-in docs/explanation/results.md.
+the engine's conversion stores 7-bit weights, which it does not saturate on. The figures behind
+each entry are ``benchmarks/decoding.py`` engines rows (1 thread, greedy and beam 5, batch 1 and
+16, forced 32-token outputs, CTranslate2 4.8, torch 2.13), quoted in docs/explanation/results.md.
 
 The rule is a pure function of a :class:`~transformer.hardware.CpuInfo` (:func:`auto_engine`), so
 tests run it over machines this one is not.
