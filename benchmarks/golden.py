@@ -171,8 +171,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(args.keep or scratch)
         tmp.mkdir(parents=True, exist_ok=True)
-        found = json.loads(json.dumps({**train_runs(tmp), **inference(tmp), **server(tmp)})
-                           .replace(str(tmp), "RUNS"))
+        runs, answers = train_runs(tmp), inference(tmp)
+        served = {f"server_{name}": value for name, value in server(tmp).items()}
+        # the runs' and the checkout's folders differ between the trees compared
+        found = json.loads(json.dumps({**runs, **answers, **served})
+                           .replace(str(tmp), "RUNS").replace(str(REPO), "REPO"))
     Path(args.out).write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
     if not args.compare:
         print(f"{len(found)} outputs written to {args.out}")

@@ -130,3 +130,26 @@ def test_evaluate_samples(cli, run_dir, tmp_path, capsys):
     assert first["beam"] == 1
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["bleu"] == first["bleu"]
+
+
+def test_min_length_and_forbid_from_the_command_line(cli, run_dir, tmp_path, capsys):
+    """--min-length N and --forbid FILE (one phrase a line, blank lines skipped) translate as the
+    library's options do and change the output; a missing or empty file, and N beyond the
+    model's positions, are one line naming the flag."""
+    flags = ["--model", str(run_dir), "--beam", "2"]
+    plain = [i["translation"] for i in run_json([*flags, *LINES], capsys)]
+    words = sorted({w for line in plain for w in line.split()})[:2]
+    assert words, "the test needs output words to forbid"
+    phrases = cli.write(tmp_path / "forbid.txt", [words[0], "", *words[1:]])
+    got = [i["translation"] for i in run_json([*flags, "--forbid", str(phrases), *LINES], capsys)]
+    assert got != plain
+    want = library(run_dir, LINES, beam_size=2, forbid=tuple(words))
+    assert got == [t.text for t in want]
+    longer = [i["translation"] for i in run_json([*flags, "--min-length", "12", *LINES], capsys)]
+    assert longer == [t.text for t in library(run_dir, LINES, beam_size=2, min_length=12)] != plain
+    for bad, named in ((["--forbid", str(tmp_path / "none.txt")], "none.txt"),
+                       (["--forbid", str(cli.write(tmp_path / "blank.txt", ["", " "]))], "--forbid"),
+                       (["--min-length", "500"], "--min-length: 500 is above the"),
+                       (["--min-length", "-1"], "--min-length: must be a non-negative integer")):
+        assert main(["translate", *flags, *bad, "one"]) == 2
+        assert named in cli.one_line_error(capsys)

@@ -22,7 +22,7 @@ class Recorder:
         self.options = DecodeOptions()
         self.calls: list[tuple[list[str], object]] = []
 
-    def translate(self, units, *, prefixes, keys, constraints=None):
+    def translate(self, units, *, prefixes, keys, constraints=None, **call):
         self.calls.append((list(units), constraints))
         return [Translation(u.upper()) for u in units]
 

@@ -18,6 +18,7 @@ from transformer.data.padding import pad_rows
 from transformer.decoding import beam_search, greedy_decode
 from transformer.errors import InputError
 from transformer.inference import engines
+from transformer.inference import translator as translator_module
 from transformer.inference.loader import load_translator
 from transformer.model_dir import save_model_dir
 from transformer.model_dir.cache import CACHE_DIR
@@ -65,6 +66,10 @@ def trained_dir(tmp_path_factory, tokenizer):
         "decode_max_len_a": 1.0, "decode_max_len_b": 4, "src_lang": "en", "tgt_lang": "de"}},
         src_tokenizer=tokenizer, tgt_tokenizer=tokenizer)
     return path
+
+
+def _not_ours(*args, **kwargs):
+    raise AssertionError("ours decoded what CTranslate2 was to decode")
 
 
 # --- without CTranslate2 (simulated: its import fails) -------------------------------------------
@@ -191,14 +196,21 @@ def test_log_probabilities_match_ours_greedy_and_beam(ct2_module, trained_dir, t
             assert y.log_prob == pytest.approx(x.log_prob, abs=1e-3)
 
 
-def test_target_prefixes_run_on_ours(ct2_module, trained_dir, test_lines):
-    ours = load_translator(trained_dir, engine="torch", precision="fp32", beam_size=1)
-    theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=1)
-    prefixes = ["eins", "", "zwei"] * 5
+@pytest.mark.parametrize("beam", [1, 3])
+def test_target_prefixes_run_on_ctranslate2_as_on_ours(ct2_module, trained_dir, test_lines, beam,
+                                                       monkeypatch):
+    """CTranslate2 is given each sentence's prefix: the same translations, and the same
+    log-probabilities and token counts (those of the tokens after the prefix); ours never runs."""
+    ours = load_translator(trained_dir, engine="torch", precision="fp32", beam_size=beam)
+    theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=beam)
+    prefixes = ["eins", "", "zwei hundert"] * 5
     want = ours.translate(test_lines.src[:15], prefixes=prefixes)
+    monkeypatch.setattr(translator_module.Translator, "_decode", _not_ours)
     got = theirs.translate(test_lines.src[:15], prefixes=prefixes)
     assert [t.text for t in got] == [t.text for t in want]
-    assert [t.log_prob for t in got] == [t.log_prob for t in want]
+    assert [t.tokens for t in got] == [t.tokens for t in want]
+    assert [t.log_prob for t in got] == pytest.approx([t.log_prob for t in want], abs=1e-4)
+    assert not theirs.loaded.weights_read
 
 
 def test_each_sentence_stops_at_its_own_length_limit(ct2_module, trained_dir, test_lines):
@@ -278,11 +290,10 @@ def test_an_option_ctranslate2_is_not_given_runs_on_ours_with_one_log_line(
     auto = load_translator(trained_dir, engine="auto", precision="fp32", beam_size=1, max_len=3)
     assert auto.engine == "torch"
     served = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=1)
-    served.options = ours.options  # a request's options, as the server sets them
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="transformer.inference.engines"):
-        got = served.translate(test_lines.src[:20])
-        served.translate(test_lines.src[:20])
+        got = served.translate(test_lines.src[:20], options=ours.options)  # a request's options
+        served.translate(test_lines.src[:20], options=ours.options)
     assert [t.text for t in got] == [t.text for t in ours.translate(test_lines.src[:20])]
     lines = [r.message for r in caplog.records if "max_len" in r.message]
     assert len(lines) == 1 and "ours" in lines[0]
@@ -330,8 +341,8 @@ def test_a_sentence_ctranslate2_answers_with_pad_is_decoded_by_ours(ct2_module, 
         ours = load_translator(run, engine="torch", precision="fp32", beam_size=beam)
         theirs = load_translator(run, engine="ctranslate2", precision="fp32", beam_size=beam)
         ids = _ids(ours, test_lines.src[:30])
-        raw = theirs._search([[theirs.src_pieces[i] for i in row] for row in ids], beam=1,
-                             count=1, limit=20)
+        raw = theirs._search([[theirs.src_pieces[i] for i in row] for row in ids], [None] * len(ids),
+                             beam=1, count=1, limit=20)
         assert any(PAD in found[0][0] for found in raw)  # CTranslate2 itself does produce PAD
         got = theirs.translate_ids(ids)
         assert all(PAD not in row for row in got)
@@ -340,7 +351,7 @@ def test_a_sentence_ctranslate2_answers_with_pad_is_decoded_by_ours(ct2_module, 
 
 def test_our_weights_are_read_only_when_ours_decodes(ct2_module, trained_dir, test_lines):
     """The CTranslate2 engine decodes from its own conversion: our model is built and its
-    weights read only for what runs on ours (here a target prefix), and then equal the run's."""
+    weights read only for what runs on ours (here constraints), and then equal the run's."""
     from transformer.model_dir import load_model_dir
 
     load_translator(trained_dir, engine="ctranslate2", precision="fp32")  # converted (reads ours)
@@ -350,7 +361,9 @@ def test_our_weights_are_read_only_when_ours_decodes(ct2_module, trained_dir, te
     assert not theirs.loaded.weights_read  # the conversion found in the cache
     theirs.translate(test_lines.src[:20])
     assert not theirs.loaded.weights_read
-    theirs.translate(test_lines.src[:2], prefixes=["eins", "zwei"])
+    theirs.translate(test_lines.src[:2], prefixes=["eins", "zwei"])  # CTranslate2's too
+    assert not theirs.loaded.weights_read
+    theirs.translate(test_lines.src[:2], constraints=[["hundert"], []])
     assert theirs.loaded.weights_read
     want = load_model_dir(trained_dir).model.state_dict()
     got = theirs.model.state_dict()
@@ -422,13 +435,10 @@ def test_length_limits_equal_the_decoders_own():
 @pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
 def test_greedy_without_log_probabilities_skips_them_and_translates_the_same(
         ct2_module, trained_dir, test_lines, engine, monkeypatch):
-    """translator.log_probs = False (plain-text output): the same translations, no log_prob, and
+    """translate(log_probs=False) (plain-text output): the same translations, no log_prob, and
     the search is asked for no scores (ours: no hypotheses; CTranslate2: return_scores off)."""
-    from transformer.inference import translator as translator_module
-
     scored = load_translator(trained_dir, engine=engine, precision="fp32", beam_size=1)
     plain = load_translator(trained_dir, engine=engine, precision="fp32", beam_size=1)
-    plain.log_probs = False
     want = scored.translate(test_lines.src[:40])
     asked: list[bool] = []
     if engine == "torch":
@@ -439,7 +449,76 @@ def test_greedy_without_log_probabilities_skips_them_and_translates_the_same(
         real_search = plain._search
         monkeypatch.setattr(plain, "_search", lambda *a, **k: (
             asked.append(bool(k.get("scores"))), real_search(*a, **k))[1])
-    got = plain.translate(test_lines.src[:40])
+    got = plain.translate(test_lines.src[:40], log_probs=False)
     assert [t.text for t in got] == [t.text for t in want]
     assert all(t.log_prob is None for t in got) and all(t.log_prob is not None for t in want if t.text)
     assert asked and not any(asked)
+
+
+# --- the options CTranslate2 is given ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("options", [dict(min_length=12), dict(repetition_penalty=1.5),
+                                     dict(no_repeat_ngram=2), dict(forbid=("acht", "neun")),
+                                     dict(min_length=9, forbid=("sieben", "drei"))])
+def test_greedy_text_options_run_on_ctranslate2_as_on_ours(ct2_module, trained_dir, test_lines,
+                                                           options, monkeypatch):
+    """A greedy call without log-probabilities: CTranslate2 is given the guards, the least
+    length and the forbidden phrases, and translates as ours (which never runs)."""
+    ours = load_translator(trained_dir, engine="torch", precision="fp32", beam_size=1, **options)
+    theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=1,
+                             **options)
+    assert theirs.engine == "ctranslate2"
+    plain = ours.translate(test_lines.src[:30], options=ours.record.decode_options(beam_size=1),
+                           log_probs=False)
+    want = ours.translate(test_lines.src[:30], log_probs=False)
+    assert [t.text for t in want] != [t.text for t in plain]  # the option does change the output
+    monkeypatch.setattr(translator_module.Translator, "_decode", _not_ours)
+    got = theirs.translate(test_lines.src[:30], log_probs=False)
+    assert [t.text for t in got] == [t.text for t in want]
+    assert not theirs.loaded.weights_read
+
+
+def test_with_log_probabilities_or_beams_those_options_run_on_ours(ct2_module, trained_dir,
+                                                                  test_lines, caplog):
+    """CTranslate2 renormalises after its logits processors, where ours keeps the model's own
+    log-probabilities and ranks beams by them: a call that wants log-probabilities runs on ours
+    (logged once), and a beam search with a guard is ours from the start."""
+    ours = load_translator(trained_dir, engine="torch", precision="fp32", beam_size=1, min_length=9)
+    theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=1,
+                             min_length=9)
+    with caplog.at_level(logging.INFO, logger="transformer.inference.engines"):
+        got = theirs.translate(test_lines.src[:10])
+        theirs.translate(test_lines.src[:10])
+    want = ours.translate(test_lines.src[:10])
+    assert [(t.text, t.log_prob) for t in got] == [(t.text, t.log_prob) for t in want]
+    lines = [r.message for r in caplog.records if "min_length" in r.message]
+    assert len(lines) == 1 and "log-probabilities" in lines[0]
+    beam = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=3,
+                           repetition_penalty=1.3)
+    assert beam.engine == "torch"
+
+
+def test_the_engine_is_chosen_once_and_the_probe_times_the_engine_that_decodes(
+        ct2_module, trained_dir, monkeypatch):
+    """On a machine with native bf16 whose probe favours bf16, and a rule that picks CTranslate2:
+    --sampling --engine auto --precision auto runs on ours, in the bf16 that --engine torch
+    --precision auto takes (the probe ran for ours); without sampling, CTranslate2 in fp32."""
+    import dataclasses
+
+    from transformer import hardware, precision
+
+    real = hardware.detect()
+    cpu = dataclasses.replace(real.cpu, flags=(*real.cpu.flags, "avx512_bf16"), mkldnn_bf16=True,
+                              arch="x86_64", capability="AVX512")
+    assert cpu.native_bf16
+    monkeypatch.setattr(hardware, "detect", lambda: dataclasses.replace(real, cpu=cpu))
+    monkeypatch.setattr(precision, "probe_decoding", lambda *a, **k: precision.Probe(
+        fp32_ms=2.0, bf16_ms=1.0, tokens=1, backward=False))
+    monkeypatch.setattr(engines, "auto_engine", lambda *a, **k: ("ctranslate2", "measured faster"))
+    torch_auto = load_translator(trained_dir, engine="torch", precision="auto", sampling=True, seed=1)
+    sampled = load_translator(trained_dir, engine="auto", precision="auto", sampling=True, seed=1)
+    assert (torch_auto.engine, torch_auto.precision) == ("torch", "bf16")
+    assert (sampled.engine, sampled.precision) == ("torch", "bf16")
+    plain = load_translator(trained_dir, engine="auto", precision="auto", beam_size=1)
+    assert (plain.engine, plain.precision) == ("ctranslate2", "fp32")

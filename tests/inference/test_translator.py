@@ -117,6 +117,6 @@ def test_an_unknown_output_piece_is_shown_not_dropped(copy_model, monkeypatch):
                             options=DecodeOptions(beam_size=1))
     ids = [*tok.encode("zw"), UNK_ID, *tok.encode("lf")]
     monkeypatch.setattr(translator, "_decode",
-                        lambda sources, **_: [[Hypothesis(ids, 0.0, 0.0, len(ids) + 1)] for _ in sources])
+                        lambda sources, *_, **__: [[Hypothesis(ids, 0.0, 0.0, len(ids) + 1)] for _ in sources])
     text = translator.translate(["elf"])[0].text
     assert "⁇" in text and text.replace(" ", "") == "zw⁇lf"  # SentencePiece's " ⁇ "

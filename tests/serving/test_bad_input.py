@@ -23,7 +23,7 @@ BAD = [  # (path, body or raw bytes, status, words the error line must hold)
     ("/v1/translate", b'{"model": "numbers", "texts": [', 400, ["body", "not valid JSON"]),
     ("/v1/translate", b'\xff\xfe{"model": 1}', 400, ["body", "not UTF-8", "0xff"]),
     ("/v1/translate", {**GOOD, "beam": "4"}, 422, ["beam", "integer"]),
-    ("/v1/translate", {**GOOD, "beam": 0}, 422, ["beam", "1"]),
+    ("/v1/translate", {**GOOD, "beam": 0}, 422, ["beam", "positive", "got 0"]),
     ("/v1/translate", {**GOOD, "beam": 99}, 422, ["beam", f"at most {MAX_BEAM}"]),
     ("/v1/translate", {**GOOD, "texts": "forty two"}, 422, ["texts", "list"]),
     ("/v1/translate", {**GOOD, "texts": [42]}, 422, ["texts[0]", "string"]),

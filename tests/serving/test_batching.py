@@ -284,6 +284,32 @@ def test_translate_batch_gives_each_request_its_own_rows(served):
         assert [r.text for r in rows] == [r.text for r in alone]
 
 
+def test_each_options_group_is_decoded_by_the_one_translator_with_its_options(served, monkeypatch):
+    """Requests of two options groups (greedy, beam 2 with a tag): each group is one call of the
+    model's own translator (never a copy), given that group's options and tag per call, and the
+    translator is unchanged after."""
+    from transformer.inference.translator import Translator
+
+    model = served["numbers"]
+    translator = model.translator
+    before = dict(vars(translator))
+    calls = []
+    real = Translator.translate
+
+    def recorded(self, sentences, **call):
+        calls.append((self, call["options"], tuple(call["source_prefix"])))
+        return real(self, sentences, **call)
+
+    monkeypatch.setattr(Translator, "translate", recorded)
+    greedy, beam = model.default_options(beam_size=1), model.default_options(beam_size=2)
+    texts = [english_number(n) for n in (7, 42)]
+    model.translate_batch([(texts, greedy), (texts, beam, True, None, (5,)), (texts[:1], greedy)])
+    assert [(c[1], c[2]) for c in calls] == [(greedy, ()), (beam, (5,))]
+    assert all(c[0] is translator for c in calls)
+    assert vars(translator).keys() == before.keys()
+    assert all(vars(translator)[k] is v for k, v in before.items() if k != "truncated")
+
+
 def test_the_documented_defaults_and_bad_settings():
     with ThreadPoolExecutor(1) as pool:
         batcher = Batcher(list, executor=pool)

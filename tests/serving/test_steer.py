@@ -88,7 +88,7 @@ def test_requests_that_differ_only_in_prefixes_share_one_call(served, translatio
     ({"sampling": True, "beam": 3}, ["beam", "sampling"]),
     ({"seed": 4}, ["seed", "sampling"]),
     ({"temperature": 0.5}, ["temperature"]),
-    ({"sampling": True, "temperature": 0}, ["temperature", "greater than 0"]),
+    ({"sampling": True, "temperature": 0}, ["temperature", "positive"]),
     ({"sampling": True, "sampling_topp": 1.5}, ["sampling_topp"]),
     ({"sampling": True, "sampling_topk": -1}, ["sampling_topk"]),
     ({"sampling": "yes"}, ["sampling", "boolean"]),
@@ -111,8 +111,7 @@ def test_a_tag_goes_before_every_sentence_and_an_unknown_one_is_refused(client, 
     translator = Translator.from_loaded(load_model_dir(translation_dir),
                                         options=DecodeOptions(**LIMITS, beam_size=1))
     tag = translator.src_tokenizer.id_to_piece(10)  # any source piece serves as a tag
-    translator.source_prefix_ids = [10]
-    want = translate_lines(translator, TEXTS, src_lang="en", tgt_lang="de")
+    want = translate_lines(translator, TEXTS, src_lang="en", tgt_lang="de", source_prefix=[10])
     got = post(client, beam=1, tag=tag)
     assert [row["text"] for row in got] == [t.text for t in want]
     assert [row["text"] for row in post(client, beam=1)] != [t.text for t in want]

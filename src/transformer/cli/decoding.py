@@ -10,40 +10,39 @@ from transformer.cli.common import (
     add_device_threads,
     add_progress,
     inference_device,
-    progress,
     set_threads,
 )
 from transformer.config.choices import ENGINES, INFERENCE_PRECISIONS
-from transformer.config.decoding import (
-    BEAM_SIZE,
-    LENGTH_PENALTY,
-    MAX_LEN_A,
-    MAX_LEN_B,
-    NO_REPEAT_NGRAM,
-    REPETITION_PENALTY,
-    SAMPLING_TOPK,
-    SAMPLING_TOPP,
-    TEMPERATURE,
-)
+from transformer.config.decoding import FIELDS, OptionField
+from transformer.errors import InputError
 
 if TYPE_CHECKING:
     from transformer.inference.translator import Translator
 
+_TYPES = {"int": int, "float": float, "text": str, "phrases": str}
+_FIELD = {f.name: f for f in FIELDS}
+
+
+def add_option_flag(g: argparse._ActionsContainer, name: str) -> None:
+    """The flag of the decoding option ``name``, from its row of the options' table
+    (:data:`transformer.config.decoding.FIELDS`): its value lands in ``args.<name>``, None when
+    not given (the run's value or the default then applies)."""
+    field: OptionField = _FIELD[name]
+    assert field.flag is not None, name
+    metavar = field.metavar or field.flag.lstrip("-").replace("-", "_").upper()
+    if field.kind == "bool":
+        g.add_argument(field.flag, dest=name, action="store_true", default=None, help=field.help)
+    else:
+        g.add_argument(field.flag, dest=name, type=_TYPES[field.kind], metavar=metavar, help=field.help)
+
 
 def add_decoding_flags(p: argparse.ArgumentParser) -> None:
+    """The decoding flags ``translate`` and ``evaluate`` share (those of the options' table that
+    are not ``translate``'s own), and how to run the decoding."""
     g = p.add_argument_group("decoding")
-    g.add_argument("--beam", type=int,
-                   help=f"beam size; 1 is greedy decoding (default {BEAM_SIZE}, as the paper; "
-                   "1 with --sampling, which keeps no beam)")
-    g.add_argument("--length-penalty", type=float, default=LENGTH_PENALTY,
-                   help="GNMT length penalty alpha of beam search "
-                   f"(default {LENGTH_PENALTY}, as the paper)")
-    g.add_argument("--max-len-a", type=float,
-                   help="a translation has at most a * source tokens + b tokens "
-                   f"(default: the run's training setting, else {MAX_LEN_A})")
-    g.add_argument("--max-len-b", type=int,
-                   help=f"see --max-len-a (default: the run's, else {MAX_LEN_B})")
-    g.add_argument("--max-len", type=int, help="absolute cap in tokens (default: model positions)")
+    for field in FIELDS:
+        if field.group == "decoding" and field.flag is not None:
+            add_option_flag(g, field.name)
     g.add_argument("--batch-size", type=int, default=64,
                    help="sentences decoded at once (default 64)")
     g.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
@@ -59,7 +58,10 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
                    "positions is cut at its last comma or space that fits, never truncated")
     add_device_threads(g)
     add_progress(g)
-    add_steering_flags(p)
+    steering = p.add_argument_group("sampling and repetition guards")
+    for field in FIELDS:
+        if field.group == "sampling and repetition guards" and field.flag is not None:
+            add_option_flag(steering, field.name)
 
 
 def add_engine(g: argparse._ActionsContainer) -> None:
@@ -72,48 +74,36 @@ def add_engine(g: argparse._ActionsContainer) -> None:
                    "on ours; which engine ran is logged and reported in JSON answers")
 
 
-def add_steering_flags(p: argparse.ArgumentParser) -> None:
-    """Sampling and the repetition guards (Hugging Face ``generate``'s definitions)."""
-    g = p.add_argument_group("sampling and repetition guards")
-    g.add_argument("--sampling", action="store_true",
-                   help="draw each token from the model's distribution instead of searching for "
-                   "the most probable translation (translate's n-best gives several samples a "
-                   "sentence); not with --beam above 1")
-    g.add_argument("--sampling-topk", type=int, metavar="K",
-                   help="with --sampling: draw only among the K most probable tokens "
-                   f"(default {SAMPLING_TOPK}: all; 1 is greedy decoding)")
-    g.add_argument("--sampling-topp", type=float, metavar="P",
-                   help="with --sampling: draw only among the fewest most probable tokens whose "
-                   f"probabilities sum to at least P (nucleus sampling; default {SAMPLING_TOPP:g}: all)")
-    g.add_argument("--temperature", type=float, metavar="T",
-                   help="with --sampling: divide the logits by T before the cuts (below 1: "
-                   f"surer, above 1: more varied; default {TEMPERATURE:g})")
-    g.add_argument("--seed", type=int, metavar="N",
-                   help="with --sampling: the same seed gives the same samples for the same "
-                   "input line, whatever the batch (default: a fresh seed each run)")
-    g.add_argument("--no-repeat-ngram", type=int, metavar="N",
-                   help="no N-gram of target tokens occurs twice in a translation "
-                   f"(Hugging Face's no_repeat_ngram_size; default {NO_REPEAT_NGRAM}: off)")
-    g.add_argument("--repetition-penalty", type=float, metavar="R",
-                   help="a token already in the translation has its logit divided by R when "
-                   "positive, multiplied by R when negative (Hugging Face's repetition_penalty; "
-                   f"default {REPETITION_PENALTY:g}: off; 1.2 is a common choice)")
+def read_phrases(path: str, *, flag: str) -> tuple[str, ...]:
+    """A file of phrases, one a line (blank lines skipped); InputError naming ``flag`` and the
+    file when it is missing, unreadable or holds none."""
+    from transformer.data.text_files import iter_file_lines
+
+    phrases = tuple(text.strip() for _, text in iter_file_lines(path) if text.strip())
+    if not phrases:
+        raise InputError(f"{flag} {path}: no phrases (one a line)")
+    return phrases
 
 
-def translator_of(args: argparse.Namespace, *, nbest: int | None = None,
-                  target_prefix: str | None = None) -> Translator:
-    """``--model`` and the decoding flags -> a Translator (:mod:`transformer.inference.loader`)."""
+def options_of_args(args: argparse.Namespace) -> dict[str, object]:
+    """The decoding options the flags gave (those of the options' table this verb has), None
+    for each one not given; a phrases flag's file read."""
+    given: dict[str, object] = {}
+    for field in FIELDS:
+        if field.flag is None or not hasattr(args, field.name):
+            continue
+        value = getattr(args, field.name)
+        given[field.name] = read_phrases(value, flag=field.flag) if field.reads_file and value else value
+    return given
+
+
+def translator_of(args: argparse.Namespace) -> Translator:
+    """``--model`` and the decoding flags -> a Translator (:mod:`transformer.inference.loader`),
+    whose options are the flags'; what differs per call (a tag, log-probabilities, a progress
+    bar) the verb gives each call."""
     from transformer.inference.loader import load_translator
 
     set_threads(args.threads)
-    translator = load_translator(
-        args.model, beam_size=args.beam, length_penalty=args.length_penalty, nbest=nbest,
-        max_len_a=args.max_len_a, max_len_b=args.max_len_b, max_len=args.max_len,
-        sampling=args.sampling or None, sampling_topk=args.sampling_topk,
-        sampling_topp=args.sampling_topp, temperature=args.temperature, seed=args.seed,
-        target_prefix=target_prefix, no_repeat_ngram=args.no_repeat_ngram,
-        repetition_penalty=args.repetition_penalty, batch_size=args.batch_size,
-        precision=args.precision, engine=args.engine,
-        device=inference_device(args.device, args.precision))
-    translator.progress = progress(args)
-    return translator
+    return load_translator(args.model, batch_size=args.batch_size, precision=args.precision,
+                           engine=args.engine, device=inference_device(args.device, args.precision),
+                           **options_of_args(args))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer.cli.common import add_json, did_you_mean, emit_json
+from transformer.cli.common import add_json, did_you_mean, emit_json, progress
 from transformer.cli.decoding import add_decoding_flags, translator_of
 from transformer.config.choices import DEFAULT_SCORE_METRICS, SCORE_METRICS, TRANSLATION_CORPORA
 from transformer.errors import InputError
@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give both --src-file and --ref-file, or neither")
     metrics = metrics_of(args.metrics)
     translator = translator_of(args)
-    translator.log_probs = False  # the metrics need the texts only
     result = evaluate_translation(translator, hyp_out=args.hyp_out, data=args.data,
+                                  progress=progress(args),
                                   split=args.split, src=args.src, tgt=args.tgt,
                                   src_file=args.src_file, ref_file=args.ref_file,
                                   split_sentences=args.split_sentences, metrics=metrics)

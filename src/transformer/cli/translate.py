@@ -10,7 +10,8 @@ from collections.abc import Iterator, Sequence
 from itertools import zip_longest
 from typing import Any
 
-from transformer.cli.decoding import add_decoding_flags, translator_of
+from transformer.cli.common import progress
+from transformer.cli.decoding import add_decoding_flags, add_option_flag, translator_of
 from transformer.errors import InputError
 
 log = logging.getLogger("transformer")
@@ -45,19 +46,11 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="with -i and -o: continue the interrupted run that left FILE.partial "
                    "(same input, options and model, else refused), to the bytes an "
                    "uninterrupted run writes")
-    p.add_argument("--nbest", type=int, help="print the K best translations of each sentence "
-                   "(with --sampling: K samples, most probable first)")
+    add_option_flag(p, "nbest")
     p.add_argument("--json", action="store_true", help="one JSON object per input line")
-    p.add_argument("--alignments", action="store_true",
-                   help="add each line's word alignments as Pharaoh pairs 'i-j' (0-based "
-                   "source word i, target word j; words: whitespace-separated): after the "
-                   "translation as 'TRANSLATION ||| 0-0 1-2', or in --json as alignments, a "
-                   "list of [i, j]; read "
-                   "from cross-attention (transformer.inference.alignment says the rule)")
+    add_option_flag(p, "alignments")
     prefix = p.add_mutually_exclusive_group()
-    prefix.add_argument("--target-prefix", metavar="TEXT",
-                        help="every translation starts with TEXT (as the target tokenizer splits "
-                        "it) and the model decodes the rest; the line is translated whole")
+    add_option_flag(prefix, "target_prefix")
     prefix.add_argument("--target-prefix-file", metavar="FILE",
                         help="one target prefix per input line (an empty line: none), as "
                         "--target-prefix; the line counts must match")
@@ -218,15 +211,12 @@ def run(args: argparse.Namespace) -> int:
 
         read_glossary(args.glossary)
     prefixes = None if args.input is not None else _prefix_lines(args.target_prefix_file)
-    translator = translator_of(args, nbest=args.nbest, target_prefix=args.target_prefix)
-    translator.log_probs = bool(args.json)  # plain text shows no log-probabilities
-    if args.alignments:
-        from dataclasses import replace
-
-        translator.options = replace(translator.options, alignments=True)
-    _set_tag(args, translator)
+    translator = translator_of(args)
     src_lang, tgt_lang = translator.record.languages
-    how: dict[str, Any] = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang)
+    # plain text shows no log-probabilities
+    how: dict[str, Any] = dict(split=args.split_sentences, src_lang=src_lang, tgt_lang=tgt_lang,
+                               source_prefix=_tag_ids(args, translator), log_probs=bool(args.json),
+                               progress=progress(args))
     source = args.input or ("argument" if args.sentences else "<stdin>")
     unknown = UnknownPieces(translator.src_tokenizer, source=source)
     if args.input is not None:
@@ -263,15 +253,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _set_tag(args: argparse.Namespace, translator: Any) -> None:
-    """``--tag`` / ``--target-lang``: the piece put before every source sentence."""
+def _tag_ids(args: argparse.Namespace, translator: Any) -> list[int]:
+    """``--tag`` / ``--target-lang``: the ids of the piece put before every source sentence."""
     if args.tag is None and args.target_lang is None:
-        return
+        return []
     from transformer.inference.tags import language_tag, tag_ids
 
     tag = args.tag if args.tag is not None else language_tag(args.target_lang)
     flag = f"--tag {args.tag}" if args.tag is not None else f"--target-lang {args.target_lang}"
-    translator.source_prefix_ids = tag_ids(translator.src_tokenizer, tag, flag=flag)
+    return tag_ids(translator.src_tokenizer, tag, flag=flag)
 
 
 def _warn_truncated(translator: Any) -> None:
@@ -315,7 +305,7 @@ def _translate_file(args: argparse.Namespace, translator: Any, how: dict[str, An
         "batch_size": translator.batch_size, "options": _jsonable(translator.options),
         "split": args.split_sentences, "json": args.json, "nbest": args.nbest,
         "alignments": args.alignments, "target_prefix_file": args.target_prefix_file is not None,
-        "source_tag": translator.source_prefix_ids, "constraints": args.constraints,
+        "source_tag": how["source_prefix"], "constraints": args.constraints,
         "glossary": args.glossary}
     count = write_resumably(args.output, _file_records(args), window=window, render=render,
                             fingerprint=fingerprint, resume=args.resume, source=args.input)

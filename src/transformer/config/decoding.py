@@ -8,8 +8,12 @@
 Every reader of decoding settings takes its defaults from here: a run's training configuration
 (``TranslationTrainConfig.decode_max_len_a/b``), a model directory's record
 (``transformer.model_dir.record``), ``translate``, ``evaluate``, ``serve`` and an imported model.
-A bad value raises :class:`OptionError` (a ValueError) naming the field; :data:`FLAGS` names the
-command-line flag of each field, for messages that speak to a command-line user.
+A bad value raises :class:`OptionError` (a ValueError) naming the field. :data:`FIELDS` is the
+options' own table: each field's command-line flag, request field of ``POST /v1/translate``, type
+and help, from which ``translate``/``evaluate``'s flags and the server's request schema are made
+(:data:`FLAGS` and :data:`REQUEST_FIELDS` name each field's flag and request field, for messages).
+A new option is a field with its check in :class:`DecodeOptions`, a row of :data:`FIELDS`, and
+what its kernel reads (:func:`transformer.decoding.steering.plan`).
 """
 
 from __future__ import annotations
@@ -32,22 +36,13 @@ TEMPERATURE = 1.0
 # repetition guards off: no n-gram is banned, no token is penalised
 NO_REPEAT_NGRAM = 0
 REPETITION_PENALTY = 1.0
+# no end of sentence before this many target tokens (a target prefix counting): off
+MIN_LENGTH = 0
 # a file is read, sorted by length and translated this many batches of lines at a time: memory
 # stays flat in the file's size, and padding nearly as low as sorting the whole file
 FILE_WINDOW_BATCHES = 32
 # ``classify predict`` reads, classifies and writes a file this many texts at a time
 FILE_WINDOW_TEXTS = 4096
-
-# each field's command-line flag (the field's name with dashes, except the beam size)
-FLAGS: Mapping[str, str] = {
-    "beam_size": "--beam", "length_penalty": "--length-penalty", "nbest": "--nbest",
-    "max_len_a": "--max-len-a", "max_len_b": "--max-len-b", "max_len": "--max-len",
-    "sampling": "--sampling", "sampling_topk": "--sampling-topk",
-    "sampling_topp": "--sampling-topp", "temperature": "--temperature", "seed": "--seed",
-    "target_prefix": "--target-prefix", "no_repeat_ngram": "--no-repeat-ngram",
-    "repetition_penalty": "--repetition-penalty", "alignments": "--alignments",
-}
-
 
 class OptionError(ValueError):
     """A bad decoding option: ``field`` (a :class:`DecodeOptions` field) and ``problem``, one line.
@@ -88,8 +83,12 @@ class DecodeOptions:
     splits it) and the rest is decoded. ``no_repeat_ngram`` (N > 0: no N-gram of target tokens
     occurs twice) and ``repetition_penalty`` (R: the logit of a token already in the output is
     divided by R when positive, multiplied by R when negative) as Hugging Face ``generate``'s
-    ``no_repeat_ngram_size`` and ``repetition_penalty``. Raises :class:`OptionError` naming the
-    first field out of range."""
+    ``no_repeat_ngram_size`` and ``repetition_penalty``. ``min_length``: no end of sentence before
+    this many target tokens, a target prefix counting (fairseq's ``--min-len``, CTranslate2's
+    ``min_decoding_length``); a sentence's length limit is raised to hold them. ``forbid``: target
+    phrases no translation may contain, each as the target tokenizer encodes it (CTranslate2's
+    ``suppress_sequences``, Hugging Face's ``bad_words_ids``). Raises :class:`OptionError` naming
+    the first field out of range."""
 
     beam_size: int | None = None
     length_penalty: float = LENGTH_PENALTY
@@ -107,6 +106,8 @@ class DecodeOptions:
     repetition_penalty: float = REPETITION_PENALTY
     # word alignments of each translated line (transformer.inference.alignment); the search ignores it
     alignments: bool = False
+    min_length: int = MIN_LENGTH
+    forbid: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.beam_size is None:  # resolved here, so that a caller may leave it to sampling
@@ -163,3 +164,104 @@ class DecodeOptions:
             raise OptionError("no_repeat_ngram", f"must be a non-negative integer (0: off), got {self.no_repeat_ngram!r}")
         if not _finite(self.repetition_penalty) or self.repetition_penalty <= 0:
             raise OptionError("repetition_penalty", f"must be a positive number (1: off), got {self.repetition_penalty!r}")
+        if not _is_int(self.min_length) or self.min_length < 0:
+            raise OptionError("min_length", f"must be a non-negative integer (0: off), got {self.min_length!r}")
+        if self.max_len is not None and self.min_length > self.max_len:
+            raise OptionError("min_length", f"{self.min_length} is above max_len {self.max_len}")
+        if isinstance(self.forbid, list):  # a list from JSON or Python: kept as a tuple (hashable)
+            object.__setattr__(self, "forbid", tuple(self.forbid))
+        if not isinstance(self.forbid, tuple) or not all(isinstance(p, str) for p in self.forbid):
+            raise OptionError("forbid", f"must be a list of phrases (text), got {self.forbid!r}")
+        for phrase in self.forbid:
+            if not phrase.strip():
+                raise OptionError("forbid", "a forbidden phrase is empty")
+
+
+@dataclass(frozen=True)
+class OptionField:
+    """One row of the options' table: a :class:`DecodeOptions` field as a command-line flag and
+    as a request field of ``POST /v1/translate``.
+
+    ``kind``: ``int``, ``float``, ``bool`` (a switch), ``text`` or ``phrases`` (a list of texts:
+    on the command line a FILE of one phrase a line, ``reads_file``). ``flag``: None for a field no
+    flag sets; ``request``: None for one no request sets. ``group``: the parser's group
+    (``translate``: that verb's own flags, which ``evaluate`` has not). ``help``: the flag's help,
+    its defaults spelled out."""
+
+    name: str
+    kind: str
+    flag: str | None
+    request: str | None
+    help: str
+    group: str = "decoding"
+    metavar: str | None = None
+
+    @property
+    def reads_file(self) -> bool:
+        """Whether the flag names a file of phrases, one a line (the field holds the phrases)."""
+        return self.kind == "phrases"
+
+
+_SAMPLING = "sampling and repetition guards"
+FIELDS: tuple[OptionField, ...] = (
+    OptionField("beam_size", "int", "--beam", "beam",
+                f"beam size; 1 is greedy decoding (default {BEAM_SIZE}, as the paper; "
+                "1 with --sampling, which keeps no beam)"),
+    OptionField("length_penalty", "float", "--length-penalty", "length_penalty",
+                f"GNMT length penalty alpha of beam search (default {LENGTH_PENALTY}, as the paper)"),
+    OptionField("nbest", "int", "--nbest", "nbest",
+                "print the K best translations of each sentence (with --sampling: K samples, "
+                "most probable first)", group="translate"),
+    OptionField("max_len_a", "float", "--max-len-a", None,
+                "a translation has at most a * source tokens + b tokens "
+                f"(default: the run's training setting, else {MAX_LEN_A})"),
+    OptionField("max_len_b", "int", "--max-len-b", None,
+                f"see --max-len-a (default: the run's, else {MAX_LEN_B})"),
+    OptionField("max_len", "int", "--max-len", "max_len",
+                "absolute cap in tokens (default: model positions)"),
+    OptionField("min_length", "int", "--min-length", "min_length",
+                "no end of sentence before N target tokens, a target prefix counting (fairseq's "
+                f"min_len, CTranslate2's min_decoding_length; default {MIN_LENGTH}: off); a "
+                "sentence's length limit is raised to hold them", metavar="N"),
+    OptionField("forbid", "phrases", "--forbid", "forbid",
+                "a file of target phrases, one a line, that no translation may contain, each "
+                "as the target tokenizer encodes it (CTranslate2's suppress_sequences, Hugging "
+                "Face's bad_words_ids): greedy, beam and sampling", metavar="FILE"),
+    OptionField("sampling", "bool", "--sampling", "sampling",
+                "draw each token from the model's distribution instead of searching for the most "
+                "probable translation (translate's n-best gives several samples a sentence); not "
+                "with --beam above 1", group=_SAMPLING),
+    OptionField("sampling_topk", "int", "--sampling-topk", "sampling_topk",
+                "with --sampling: draw only among the K most probable tokens "
+                f"(default {SAMPLING_TOPK}: all; 1 is greedy decoding)", group=_SAMPLING, metavar="K"),
+    OptionField("sampling_topp", "float", "--sampling-topp", "sampling_topp",
+                "with --sampling: draw only among the fewest most probable tokens whose "
+                f"probabilities sum to at least P (nucleus sampling; default {SAMPLING_TOPP:g}: all)",
+                group=_SAMPLING, metavar="P"),
+    OptionField("temperature", "float", "--temperature", "temperature",
+                "with --sampling: divide the logits by T before the cuts (below 1: surer, above 1: "
+                f"more varied; default {TEMPERATURE:g})", group=_SAMPLING, metavar="T"),
+    OptionField("seed", "int", "--seed", "seed",
+                "with --sampling: the same seed gives the same samples for the same input line, "
+                "whatever the batch (default: a fresh seed each run)", group=_SAMPLING, metavar="N"),
+    OptionField("target_prefix", "text", "--target-prefix", "target_prefix",
+                "every translation starts with TEXT (as the target tokenizer splits it) and the "
+                "model decodes the rest; the line is translated whole", group="translate",
+                metavar="TEXT"),
+    OptionField("no_repeat_ngram", "int", "--no-repeat-ngram", "no_repeat_ngram",
+                "no N-gram of target tokens occurs twice in a translation (Hugging Face's "
+                f"no_repeat_ngram_size; default {NO_REPEAT_NGRAM}: off)", group=_SAMPLING, metavar="N"),
+    OptionField("repetition_penalty", "float", "--repetition-penalty", "repetition_penalty",
+                "a token already in the translation has its logit divided by R when positive, "
+                "multiplied by R when negative (Hugging Face's repetition_penalty; default "
+                f"{REPETITION_PENALTY:g}: off; 1.2 is a common choice)", group=_SAMPLING, metavar="R"),
+    OptionField("alignments", "bool", "--alignments", "alignments",
+                "add each line's word alignments as Pharaoh pairs 'i-j' (0-based source word i, "
+                "target word j; words: whitespace-separated): after the translation as "
+                "'TRANSLATION ||| 0-0 1-2', or in --json as alignments, a list of [i, j]; read "
+                "from cross-attention (transformer.inference.alignment says the rule)",
+                group="translate"),
+)
+# each field's command-line flag and request field, for messages that speak to their users
+FLAGS: Mapping[str, str] = {f.name: f.flag for f in FIELDS if f.flag is not None}
+REQUEST_FIELDS: Mapping[str, str] = {f.name: f.request for f in FIELDS if f.request is not None}

@@ -27,14 +27,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from transformer.config.decoding import DecodeOptions
 from transformer.decoding.common import (
     Hypothesis,
     Seq2SeqModel,
-    checked_limits,
     evaluation_mode,
     mask_forbidden_,
     strip_padding,
@@ -44,7 +45,7 @@ from transformer.decoding.common import (
 from transformer.decoding.constraints import Constraints, Progress, dealt_candidates
 from transformer.decoding.fast_decoder import FastDecoder
 from transformer.decoding.session import Session, open_session
-from transformer.decoding.steering import Steering, TargetPrefix, check_guards
+from transformer.decoding.steering import Steering, TargetPrefix, options_of, plan
 
 
 @dataclass
@@ -243,6 +244,11 @@ def keep_sentences(state: BeamState, keep: Tensor) -> BeamState:
     )
 
 
+# a direct call's defaults: beam 5 (fairseq's), the paper's length penalty, no length limit but
+# max_len and the model's positions
+BEAM: dict[str, Any] = {"beam_size": 5, "length_penalty": 0.6, "max_len_a": None, "max_len_b": 0}
+
+
 def beam_search(
     model: Seq2SeqModel,
     src: Tensor,
@@ -250,33 +256,30 @@ def beam_search(
     bos_id: int,
     eos_id: int,
     max_len: int | None = None,
-    beam_size: int = 5,
-    length_penalty: float = 0.6,
-    nbest: int | None = None,
-    max_len_a: float | None = None,
-    max_len_b: int = 0,
-    min_len: int = 0,
+    options: DecodeOptions | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
+    forbid: Sequence[Sequence[int]] | None = None,
+    hypotheses: bool = False,
+    constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+    word_tails: Sequence[int] | None = None,
     use_cache: bool = True,
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
     precision: str = "fp32",
-    prefixes: Sequence[Sequence[int]] | None = None,
-    no_repeat_ngram: int = 0,
-    repetition_penalty: float = 1.0,
-    hypotheses: bool = False,
-    constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-    word_tails: Sequence[int] | None = None,
+    **fields: Any,
 ) -> list[list[int]] | list[list[tuple[list[int], float]]] | list[list[Hypothesis]]:
     """Beam search translations of ``src`` (B, S), source ids padded with the model's pad id.
 
+    How to search is ``options`` (:class:`~transformer.config.decoding.DecodeOptions`; None: beam
+    5, length penalty 0.6, no length limit but the model's positions) with ``max_len`` and any other
+    ``fields`` of it replaced (``beam_size=4``, ``nbest=2``; :func:`greedy_decode` says the rest).
     Returns the best target ids per row, without BOS and EOS; with ``nbest=k`` (k <= beam_size),
     k ``(ids, score)`` pairs per row instead, best first (fewer only when the vocabulary allows
     fewer hypotheses), the score being the log-probability divided by
-    ``((5 + length) / 6) ** length_penalty`` (length in tokens, EOS included).
-    ``max_len``, ``max_len_a``/``max_len_b``, ``min_len``, ``use_cache``, ``pack_weights``,
-    ``decoder``, ``precision``, ``prefixes``, ``no_repeat_ngram`` and ``repetition_penalty`` work
-    as in :func:`transformer.decoding.greedy_decode` (with a prefix, the length and the
-    log-probability count the tokens after it; with a guard, the score is the guarded
+    ``((5 + length) / 6) ** length_penalty`` (length in tokens, EOS included). ``prefixes``,
+    ``forbid``, ``use_cache``, ``pack_weights``, ``decoder`` and ``precision`` work as in
+    :func:`transformer.decoding.greedy_decode` (with a prefix, the length and the log-probability
+    count the tokens after it; with a guard or a forbidden sequence, the score is the guarded
     log-probability's). ``hypotheses``: return the ``nbest`` (or 1) best of each row as
     :class:`~transformer.decoding.common.Hypothesis` (with the model's log-probability) instead.
     ``constraints``: target phrases (id lists) per row that its output must contain, in any order
@@ -286,30 +289,22 @@ def beam_search(
     ``word_tails`` (ids of pieces that continue a word) never follow a phrase just met. Runs in
     evaluation mode under ``torch.inference_mode``.
     """
-    check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
-    limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
-                            min_len=min_len)  # (B,)
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
-    if nbest is not None and (isinstance(nbest, bool) or not isinstance(nbest, int) or not 1 <= nbest <= beam_size):
-        raise ValueError(f"nbest must be an integer from 1 to beam_size={beam_size}, got {nbest!r}")
-    if not math.isfinite(length_penalty) or length_penalty < 0:
-        raise ValueError(f"length_penalty must be a non-negative number, got {length_penalty!r}")
+    opts = options_of(options, BEAM, fields if max_len is None else {**fields, "max_len": max_len})
+    if opts.sampling:
+        raise ValueError("sampling: beam search keeps the best hypotheses; sample_decode draws")
+    nbest, beam_size, length_penalty = opts.nbest, opts.beam_size, opts.length_penalty
+    limits, steering = plan(model, src, opts, prefixes=prefixes, forbid=forbid)
     pad_id = model.config.pad_id
-    prefix = TargetPrefix.of(prefixes, rows=src.size(0), pad_id=pad_id, device=src.device)
-    if prefix is not None:
-        limits = prefix.limits(limits, model_max_len=model.config.max_len)
     phrases = Constraints.of(constraints, rows=src.size(0), pad_id=pad_id, device=src.device,
                              word_tails=word_tails, vocab_size=model.config.tgt_vocab_size)
     if phrases is not None:
         limits = phrases.limits(limits, model_max_len=model.config.max_len)
-    steering = Steering(prefix=prefix, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
     with torch.inference_mode(), evaluation_mode(model):
         session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights,
                                decoder=decoder, precision=precision)
         state = _search(session, src, limits, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id,
-                        beam_size=beam_size, alpha=length_penalty, min_len=min_len,
-                        wanted=nbest or 1, steering=steering, constraints=phrases)
+                        beam_size=beam_size, alpha=length_penalty, wanted=nbest or 1,
+                        steering=steering, constraints=phrases)
     count = 1 if nbest is None else nbest
     tokens = strip_padding(state.finished_tokens[:, :count].flatten(0, 1).tolist(), pad_id=pad_id)
     scores = state.finished_scores[:, :count].flatten().tolist()
@@ -334,7 +329,6 @@ def _search(
     pad_id: int,
     beam_size: int,
     alpha: float,
-    min_len: int,
     wanted: int = 1,
     steering: Steering | None = None,
     constraints: Constraints | None = None,
@@ -361,7 +355,7 @@ def _search(
         log_probs = torch.log_softmax(logits.float(), dim=-1).view(n, k, -1)  # (N, K, V)
         if t == 0:
             chunk = vocabulary_chunk(log_probs.size(-1))  # once per search: the vocabulary is fixed
-        mask_forbidden_(log_probs, step=t, pad_id=pad_id, eos_id=eos_id, min_len=min_len)
+        mask_forbidden_(log_probs, step=t, pad_id=pad_id, eos_id=eos_id, min_len=steering.min_len)
         model_log_probs, length = None, None
         if steering.guards:  # rank by the guarded log-probabilities, keep the model's beside them
             model_log_probs, log_probs = log_probs, steering.guard(log_probs.view(n * k, -1), history).view(n, k, -1)

@@ -98,28 +98,6 @@ def output_limits(
     return limits.clamp(min=1, max=cap)
 
 
-def checked_limits(
-    model: Seq2SeqModel,
-    src: Tensor,
-    *,
-    max_len: int | None,
-    max_len_a: float | None,
-    max_len_b: int,
-    min_len: int,
-) -> Tensor:
-    """Check ``src`` and ``min_len``; return :func:`output_limits` (B,) under ``model``'s pad id and
-    ``max_len``: what greedy decoding and beam search both start with."""
-    check_source(src)
-    check_min_len(min_len)
-    return output_limits(src, pad_id=model.config.pad_id, max_len=max_len, max_len_a=max_len_a,  # type: ignore[attr-defined]
-                         max_len_b=max_len_b, model_max_len=model.config.max_len)  # type: ignore[attr-defined]
-
-
-def check_min_len(min_len: int) -> None:
-    if isinstance(min_len, bool) or not isinstance(min_len, int) or min_len < 0:
-        raise ValueError(f"min_len must be a non-negative integer, got {min_len!r}")
-
-
 def mask_forbidden_(scores: Tensor, *, step: int, pad_id: int, eos_id: int, min_len: int) -> Tensor:
     """Forbid, in place, the tokens that may not come next: scores (..., V) -> the same tensor.
 

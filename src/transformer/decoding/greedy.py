@@ -18,24 +18,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from transformer.config.decoding import DecodeOptions
 from transformer.decoding.common import (
     Hypothesis,
     Seq2SeqModel,
     argmax_rows,
-    checked_limits,
     evaluation_mode,
     mask_forbidden_,
     strip_padding,
     vocabulary_chunk,
 )
 from transformer.decoding.fast_decoder import FastDecoder
-from transformer.decoding.sampling import Sampler, uniform_streams
 from transformer.decoding.session import Session, open_session
-from transformer.decoding.steering import Steering, TargetPrefix, check_guards
+from transformer.decoding.steering import Steering, options_of, plan
+
+# a direct call's defaults (no length limit but max_len and the model's positions)
+GREEDY: dict[str, Any] = {"beam_size": 1, "max_len_a": None, "max_len_b": 0}
 
 
 def greedy_decode(
@@ -45,25 +48,35 @@ def greedy_decode(
     bos_id: int,
     eos_id: int,
     max_len: int | None = None,
-    max_len_a: float | None = None,
-    max_len_b: int = 0,
-    min_len: int = 0,
+    options: DecodeOptions | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
+    forbid: Sequence[Sequence[int]] | None = None,
+    hypotheses: bool = False,
     use_cache: bool = True,
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
     precision: str = "fp32",
-    prefixes: Sequence[Sequence[int]] | None = None,
-    no_repeat_ngram: int = 0,
-    repetition_penalty: float = 1.0,
-    hypotheses: bool = False,
+    **fields: Any,
 ) -> list[list[int]] | list[Hypothesis]:
     """Greedy translations of ``src`` (B, S), a batch of source ids padded with the model's pad id.
 
-    Returns one list of target ids per row, without BOS and EOS. A row produces at most
-    ``max_len`` tokens (EOS included; None: the model's ``max_len``), and with ``max_len_a`` at
-    most ``floor(max_len_a * source_length + max_len_b)``, the source length counting non-pad
-    tokens. EOS is not allowed before ``min_len`` tokens (useful to force lengths in benchmarks).
-    PAD is never produced. Runs in evaluation mode under ``torch.inference_mode``.
+    Returns one list of target ids per row, without BOS and EOS. How to decode is ``options``
+    (:class:`~transformer.config.decoding.DecodeOptions`; None: no length limit but the model's
+    positions), with ``max_len`` and any other ``fields`` of it (or the short names of
+    :data:`~transformer.decoding.steering.KERNEL_NAMES`: ``min_len``) replaced: a row produces at
+    most ``max_len`` tokens (EOS included; None: the model's ``max_len``), and with ``max_len_a``
+    at most ``floor(max_len_a * source_length + max_len_b)``, the source length counting non-pad
+    tokens. EOS is not allowed before ``min_length`` tokens (useful to force lengths in
+    benchmarks). ``no_repeat_ngram`` and ``repetition_penalty``: Hugging Face's repetition guards
+    (:mod:`transformer.decoding.guards`). Beam and sampling fields are not read. PAD is never
+    produced. Runs in evaluation mode under ``torch.inference_mode``.
+
+    ``prefixes``: one list of target ids per row that its output starts with (forced, not
+    decoded; its limit is raised to hold it and one more token). ``forbid``: token sequences no
+    output contains (the options' ``forbid`` phrases as the target tokenizer encodes them).
+    ``hypotheses``: return one :class:`~transformer.decoding.common.Hypothesis` per row instead
+    (ids and the model's log-probability).
+
     With the cache, a ``Transformer`` is decoded by the fast path
     (:class:`~transformer.decoding.fast_decoder.FastDecoder`; ``pack_weights``: on a CPU in
     float32 multiply by weights reordered once for oneDNN, equal up to float32 rounding, faster).
@@ -71,23 +84,13 @@ def greedy_decode(
     weights once (``pack_weights`` is then the decoder's). ``precision="int8"``: the decoder's
     linear layers and output projection multiply by int8 weights (a float32 model on a CPU; close
     to float32, not equal); a bf16 model is decoded in bf16 as it is.
-
-    ``prefixes``: one list of target ids per row that its output starts with (forced, not
-    decoded; its limit is raised to hold it and one more token). ``no_repeat_ngram`` and
-    ``repetition_penalty``: Hugging Face's repetition guards (:mod:`transformer.decoding.guards`).
-    ``hypotheses``: return one :class:`~transformer.decoding.common.Hypothesis` per row instead
-    (ids and the model's log-probability).
     """
-    check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
-    limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
-                            min_len=min_len)  # (B,)
-    prefix = TargetPrefix.of(prefixes, rows=src.size(0), pad_id=model.config.pad_id, device=src.device)
-    if prefix is not None:
-        limits = prefix.limits(limits, model_max_len=model.config.max_len)
-    steering = Steering(prefix=prefix, no_repeat_ngram=no_repeat_ngram,
-                        repetition_penalty=repetition_penalty, log_probs=hypotheses)
-    found = _decode(model, src, limits, steering, bos_id=bos_id, eos_id=eos_id, min_len=min_len,
-                    use_cache=use_cache, pack_weights=pack_weights, decoder=decoder, precision=precision)
+    opts = options_of(options, GREEDY, fields if max_len is None else {**fields, "max_len": max_len})
+    if opts.sampling:
+        raise ValueError("sampling: greedy_decode takes the best token; sample_decode draws")
+    limits, steering = plan(model, src, opts, prefixes=prefixes, forbid=forbid, log_probs=hypotheses)
+    found = _decode(model, src, limits, steering, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
+                    pack_weights=pack_weights, decoder=decoder, precision=precision)
     return [row[0] for row in found] if hypotheses else [row[0].ids for row in found]
 
 
@@ -99,60 +102,38 @@ def sample_decode(
     eos_id: int,
     seed: int,
     keys: Sequence[object] | None = None,
-    samples: int = 1,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
     max_len: int | None = None,
-    max_len_a: float | None = None,
-    max_len_b: int = 0,
-    min_len: int = 0,
+    options: DecodeOptions | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
+    forbid: Sequence[Sequence[int]] | None = None,
     use_cache: bool = True,
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
     precision: str = "fp32",
-    prefixes: Sequence[Sequence[int]] | None = None,
-    no_repeat_ngram: int = 0,
-    repetition_penalty: float = 1.0,
+    **fields: Any,
 ) -> list[list[Hypothesis]]:
-    """``samples`` translations of each row of ``src`` (B, S), each token drawn from the model's
-    distribution after ``temperature``, ``top_k`` (0: no cut) and ``top_p`` (1: no cut), as Hugging
-    Face's ``do_sample`` defines them (:mod:`transformer.decoding.sampling`). Returns per row its
-    samples as :class:`~transformer.decoding.common.Hypothesis`, most probable first.
+    """``nbest`` (short name ``samples``; default 1) translations of each row of ``src`` (B, S),
+    each token drawn from the model's distribution after ``temperature``, ``sampling_topk`` (short
+    name ``top_k``; 0: no cut) and ``sampling_topp`` (``top_p``; 1: no cut), as Hugging Face's
+    ``do_sample`` defines them (:mod:`transformer.decoding.sampling`). Returns per row its samples
+    as :class:`~transformer.decoding.common.Hypothesis`, most probable first.
 
     The draws of row b come from ``seed`` and ``keys[b]`` alone (default: b), so a sentence
     given the same key gets the same samples in any batch. ``top_k=1`` is greedy decoding (but
     where the best logits tie exactly: top-k keeps ties). The other arguments are
     :func:`greedy_decode`'s.
     """
-    check_guards(no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-        raise ValueError(f"samples must be a positive integer, got {samples!r}")
-    if not temperature > 0 or isinstance(top_k, bool) or top_k < 0 or not 0 < top_p <= 1:
-        raise ValueError(f"temperature must be > 0, top_k >= 0 and 0 < top_p <= 1, got "
-                         f"{temperature!r}, {top_k!r}, {top_p!r}")
-    limits = checked_limits(model, src, max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b,
-                            min_len=min_len)  # (B,)
-    prefix = TargetPrefix.of(prefixes, rows=src.size(0), pad_id=model.config.pad_id, device=src.device)
-    if prefix is not None:
-        limits = prefix.limits(limits, model_max_len=model.config.max_len)
-    keys = list(range(src.size(0))) if keys is None else list(keys)
-    if len(keys) != src.size(0):
-        raise ValueError(f"keys: {len(keys)} given for {src.size(0)} sentences")
-    chunk = vocabulary_chunk(model.config.tgt_vocab_size)  # type: ignore[attr-defined]
-    steering = Steering(
-        prefix=prefix, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty,
-        sampler=Sampler(temperature=float(temperature), top_k=top_k, top_p=float(top_p), chunk=chunk),
-        uniforms=uniform_streams(keys, seed=seed, samples=samples, steps=limits.tolist(),
-                                 device=src.device),
-        samples=samples, log_probs=True)
-    found = _decode(model, src, limits, steering, bos_id=bos_id, eos_id=eos_id, min_len=min_len,
-                    use_cache=use_cache, pack_weights=pack_weights, decoder=decoder, precision=precision)
+    changes = {"sampling": True, **fields} if max_len is None else {"sampling": True, **fields, "max_len": max_len}
+    opts = options_of(options, GREEDY, changes)
+    limits, steering = plan(model, src, opts, prefixes=prefixes, forbid=forbid, keys=keys, seed=seed,
+                            log_probs=True)
+    found = _decode(model, src, limits, steering, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
+                    pack_weights=pack_weights, decoder=decoder, precision=precision)
     return [sorted(row, key=lambda h: -h.log_prob) for row in found]
 
 
 def _decode(model: Seq2SeqModel, src: Tensor, limits: Tensor, steering: Steering, *, bos_id: int,
-            eos_id: int, min_len: int, use_cache: bool, pack_weights: bool,
+            eos_id: int, use_cache: bool, pack_weights: bool,
             decoder: FastDecoder | None, precision: str) -> list[list[Hypothesis]]:
     """Open the session and run the loop; the K hypotheses of each row (log-probabilities 0 when
     ``steering`` does not keep them)."""
@@ -161,7 +142,7 @@ def _decode(model: Seq2SeqModel, src: Tensor, limits: Tensor, steering: Steering
         session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights,
                                decoder=decoder, precision=precision)
         tokens, log_probs, lengths = _greedy(session, src, limits, bos_id=bos_id, eos_id=eos_id,
-                                             pad_id=pad_id, min_len=min_len, steering=steering)
+                                             pad_id=pad_id, steering=steering)
     k = steering.samples
     if steering.prefix is not None:  # a score counts the tokens after the prefix
         lengths = lengths - steering.prefix.lengths.repeat_interleave(k)
@@ -194,7 +175,6 @@ def _greedy(
     bos_id: int,
     eos_id: int,
     pad_id: int,
-    min_len: int,
     steering: Steering,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The decoding loop; returns the produced ids (B * K, L), PAD where EOS or nothing was
@@ -223,7 +203,7 @@ def _greedy(
                 rows.index = torch.arange(b * k, device=src.device)
                 session.select(expand, keep=expand, beams=1)
         next_ids, log_probs = _choose(logits, rows, t, steering=steering, chunk=chunk,
-                                      pad_id=pad_id, eos_id=eos_id, min_len=min_len)  # (R,) each
+                                      pad_id=pad_id, eos_id=eos_id)  # (R,) each
         rows.history[:, t + 1] = next_ids
         if rows.log_probs is not None:
             rows.log_probs += log_probs
@@ -248,10 +228,10 @@ def _greedy(
 
 
 def _choose(logits: Tensor, rows: _Rows, step: int, *, steering: Steering, chunk: int | None,
-            pad_id: int, eos_id: int, min_len: int) -> tuple[Tensor, Tensor | None]:
+            pad_id: int, eos_id: int) -> tuple[Tensor, Tensor | None]:
     """The next token of every row (R,) from its ``logits`` (R, V) (masked in place), and the
     model's log-probability of it (R,), 0 where the prefix forced it (None: not kept)."""
-    sampler, tracked = steering.sampler, rows.log_probs is not None
+    sampler, tracked, min_len = steering.sampler, rows.log_probs is not None, steering.min_len
     # a plain draw (no temperature, cut or guard) computes the normaliser of the model's own
     # distribution on the way, but for the tokens masked below: keep their logits
     fused = tracked and sampler is not None and sampler.plain and not steering.guards

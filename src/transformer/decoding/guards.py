@@ -4,6 +4,9 @@
 
 Shapes: R rows (hypotheses), T tokens of history, V target vocabulary.
 
+Forbidden sequences (:func:`ban_sequences`: target phrases no output may contain) act the same
+way, after the other two.
+
 The history of a row is everything the decoder has been given: BOS, then the target prefix and
 the tokens produced, as in Hugging Face, where ``input_ids`` starts with the decoder start token.
 Greedy decoding and sampling apply the guards to the logits, beam search to the log-probabilities
@@ -13,6 +16,7 @@ Greedy decoding and sampling apply the guards to the logits, beam search to the 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -53,3 +57,23 @@ def guarded(scores: Tensor, history: Tensor, *, no_repeat_ngram: int, repetition
     if no_repeat_ngram > 0:
         scores = ban_repeated_ngrams(scores, history, no_repeat_ngram)
     return scores
+
+
+def ban_sequences(scores: Tensor, history: Tensor, sequences: Sequence[Sequence[int]]) -> Tensor:
+    """``scores`` (R, V) with -inf for every token that would complete one of ``sequences`` (token
+    id lists) after its row's ``history`` (R, T): the last token of a sequence is banned where the
+    history ends with the rest of it (a one-token sequence: always), as Hugging Face's
+    ``bad_words_ids`` and CTranslate2's ``suppress_sequences``. A new tensor (the same one
+    without sequences)."""
+    if not sequences:
+        return scores
+    r, t = history.shape
+    banned = torch.zeros_like(scores, dtype=torch.bool)  # (R, V)
+    for sequence in sequences:
+        *head, last = sequence
+        if not head:
+            banned[:, last] = True
+        elif len(head) <= t:
+            ends = history[:, t - len(head) :] == history.new_tensor(head)  # (R, len(head))
+            banned[:, last] |= ends.all(dim=1)
+    return scores.masked_fill(banned, -math.inf)

@@ -1,4 +1,7 @@
-"""Target prefixes: the first tokens of each translation given, not decoded (Hugging Face's
+"""What steers a search besides the model: the options of one call
+(:class:`~transformer.config.decoding.DecodeOptions`) turned once per batch into each sentence's
+length limit and one :class:`Steering` value (:func:`plan`, the prologue every search shares), and
+target prefixes: the first tokens of each translation given, not decoded (Hugging Face's
 ``decoder_input_ids``, CTranslate2's ``target_prefix``), row by row in one batch.
 
 Shapes: B sentences, R rows being decoded, N sentences still searching, K beams, P the longest
@@ -14,15 +17,19 @@ count only the tokens generated after ``decoder_input_ids``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from transformer.decoding.guards import guarded
-from transformer.decoding.sampling import Sampler
+from transformer.config.decoding import DecodeOptions, OptionError
+from transformer.decoding.common import check_source, output_limits, vocabulary_chunk
+from transformer.decoding.guards import ban_sequences, guarded
+from transformer.decoding.sampling import Sampler, uniform_streams
 
 
 @dataclass(frozen=True)
@@ -89,14 +96,18 @@ class TargetPrefix:
 class Steering:
     """What steers a search besides the model and the length limits (the defaults: nothing, the
     plain search). ``prefix``: forced first tokens; ``no_repeat_ngram`` and
-    ``repetition_penalty``: :mod:`transformer.decoding.guards`; ``sampler`` with ``uniforms``
-    (B * K, L) and ``samples`` K: draw tokens instead of taking the best
-    (:mod:`transformer.decoding.sampling`; greedy decoding's loop only); ``log_probs``: keep the
-    model's log-probability of each output (costs a log-sum-exp a step in greedy decoding)."""
+    ``repetition_penalty``: :mod:`transformer.decoding.guards`; ``forbid``: token sequences no
+    output may contain (:func:`~transformer.decoding.guards.ban_sequences`); ``min_len``: no EOS
+    before this many tokens (a prefix's counting); ``sampler`` with ``uniforms`` (B * K, L) and
+    ``samples`` K: draw tokens instead of taking the best (:mod:`transformer.decoding.sampling`;
+    greedy decoding's loop only); ``log_probs``: keep the model's log-probability of each output
+    (costs a log-sum-exp a step in greedy decoding)."""
 
     prefix: TargetPrefix | None = None
     no_repeat_ngram: int = 0
     repetition_penalty: float = 1.0
+    forbid: tuple[tuple[int, ...], ...] = ()
+    min_len: int = 0
     sampler: Sampler | None = None
     uniforms: Tensor | None = None
     samples: int = 1
@@ -104,18 +115,86 @@ class Steering:
 
     @property
     def guards(self) -> bool:
-        """Whether a repetition guard is on."""
-        return self.no_repeat_ngram > 0 or self.repetition_penalty != 1.0
+        """Whether a repetition guard or a forbidden sequence is on."""
+        return self.no_repeat_ngram > 0 or self.repetition_penalty != 1.0 or bool(self.forbid)
 
     def guard(self, scores: Tensor, history: Tensor) -> Tensor:
-        """``scores`` (R, V) after the repetition guards, given each row's ``history`` (R, T)."""
-        return guarded(scores, history, no_repeat_ngram=self.no_repeat_ngram,
-                       repetition_penalty=self.repetition_penalty)
+        """``scores`` (R, V) after the repetition guards and the forbidden sequences, given each
+        row's ``history`` (R, T)."""
+        scores = guarded(scores, history, no_repeat_ngram=self.no_repeat_ngram,
+                         repetition_penalty=self.repetition_penalty)
+        return ban_sequences(scores, history, self.forbid)
 
 
-def check_guards(*, no_repeat_ngram: int, repetition_penalty: float) -> None:
-    """ValueError naming a guard out of range (``no_repeat_ngram`` >= 0, ``repetition_penalty`` > 0)."""
-    if isinstance(no_repeat_ngram, bool) or not isinstance(no_repeat_ngram, int) or no_repeat_ngram < 0:
-        raise ValueError(f"no_repeat_ngram must be a non-negative integer, got {no_repeat_ngram!r}")
-    if not math.isfinite(repetition_penalty) or repetition_penalty <= 0:
-        raise ValueError(f"repetition_penalty must be a positive number, got {repetition_penalty!r}")
+# the kernels' own short names of some option fields (greedy_decode(..., min_len=3, top_k=10))
+KERNEL_NAMES: Mapping[str, str] = {"min_len": "min_length", "top_k": "sampling_topk",
+                                   "top_p": "sampling_topp", "samples": "nbest"}
+
+
+def options_of(options: DecodeOptions | None, base: Mapping[str, Any], fields: Mapping[str, Any]) -> DecodeOptions:
+    """The options of a direct call of a search: ``options`` (None: ``base``, a search's own
+    defaults, over DecodeOptions') with ``fields`` (DecodeOptions fields, or their
+    :data:`KERNEL_NAMES`) replaced. OptionError (a ValueError) naming a bad field; TypeError for
+    a name that is no field."""
+    changes = {KERNEL_NAMES.get(name, name): value for name, value in fields.items()}
+    known = {f.name for f in dataclasses.fields(DecodeOptions)}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise TypeError(f"unexpected decoding option {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    if options is None:
+        return DecodeOptions(**{**base, **changes})
+    return dataclasses.replace(options, **changes) if changes else options
+
+
+def check_for_model(options: DecodeOptions, *, model_max_len: int) -> None:
+    """OptionError naming the field of ``options`` that a model of ``model_max_len`` target
+    positions cannot decode (``min_length`` above them); what the options alone can refuse,
+    DecodeOptions refuses."""
+    if options.min_length > model_max_len:
+        raise OptionError("min_length", f"{options.min_length} is above the {model_max_len} tokens "
+                          "this model decodes")
+
+
+def plan(model: Any, src: Tensor, options: DecodeOptions, *,
+         prefixes: Sequence[Sequence[int]] | None = None,
+         forbid: Sequence[Sequence[int]] | None = None, keys: Sequence[object] | None = None,
+         seed: int | None = None, log_probs: bool = False) -> tuple[Tensor, Steering]:
+    """The prologue every search shares: each sentence's length limit (B,) and the
+    :class:`Steering` of ``src`` (B, S) under ``options`` (already checked, by DecodeOptions) and
+    this batch's own values: ``prefixes`` (target ids per sentence), ``forbid`` (token sequences,
+    as the target tokenizer encodes ``options.forbid``), and, when sampling, ``keys`` (each
+    sentence's random stream; default its place) and ``seed``. A limit is at most ``max_len``
+    (and the model's positions), ``floor(max_len_a * source tokens + max_len_b)`` with
+    ``max_len_a``, raised to hold a sentence's prefix and one more token, and ``min_length`` and
+    one more. ValueError for what only the model or the batch can refuse."""
+    check_source(src)
+    config, rows = model.config, src.size(0)
+    limits = output_limits(src, pad_id=config.pad_id, max_len=options.max_len,
+                           max_len_a=options.max_len_a, max_len_b=options.max_len_b,
+                           model_max_len=config.max_len)  # (B,)
+    prefix = TargetPrefix.of(prefixes, rows=rows, pad_id=config.pad_id, device=src.device)
+    if prefix is not None:
+        limits = prefix.limits(limits, model_max_len=config.max_len)
+    if options.min_length:
+        check_for_model(options, model_max_len=config.max_len)
+        cap = config.max_len if options.max_len is None else min(options.max_len, config.max_len)
+        limits = limits.clamp(min=min(options.min_length + 1, cap))
+    sequences = tuple(tuple(ids) for ids in forbid or ())
+    if any(not ids for ids in sequences):
+        raise ValueError("forbid: a forbidden sequence is empty")
+    steering = Steering(prefix=prefix, no_repeat_ngram=options.no_repeat_ngram,
+                        repetition_penalty=options.repetition_penalty, forbid=sequences,
+                        min_len=options.min_length, log_probs=log_probs)
+    if not options.sampling:
+        return limits, steering
+    if seed is None:
+        raise ValueError("sampling needs a seed")
+    keys = list(range(rows)) if keys is None else list(keys)
+    if len(keys) != rows:
+        raise ValueError(f"keys: {len(keys)} given for {rows} sentences")
+    samples = options.nbest or 1
+    sampler = Sampler(temperature=float(options.temperature), top_k=options.sampling_topk,
+                      top_p=float(options.sampling_topp), chunk=vocabulary_chunk(config.tgt_vocab_size))
+    uniforms = uniform_streams(keys, seed=seed, samples=samples, steps=limits.tolist(), device=src.device)
+    return limits, dataclasses.replace(steering, sampler=sampler, uniforms=uniforms, samples=samples,
+                                       log_probs=True)

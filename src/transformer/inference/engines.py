@@ -46,8 +46,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INSTALL = "CTranslate2 is not installed: pip install 'transformer[convert]' (or pip install ctranslate2)"
-# the DecodeOptions fields CTranslate2 is given; any other field set away from its default runs on ours
-MAPPED_OPTIONS = frozenset({"beam_size", "length_penalty", "nbest", "max_len_a", "max_len_b", "max_len"})
+# the DecodeOptions fields CTranslate2 is given in every search; any other field set away from its
+# default runs on ours (sampling: our draws follow each sentence's key and seed, CTranslate2's
+# cannot; alignments come from our model's cross-attention)
+MAPPED_OPTIONS = frozenset({"beam_size", "length_penalty", "nbest", "max_len_a", "max_len_b", "max_len",
+                            "target_prefix"})
+# the fields CTranslate2 is given in greedy searches whose log-probabilities are not wanted: it
+# renormalises after its logits processors, where ours (as Hugging Face's) keeps the model's own
+# log-probabilities and ranks beams by them, so its beams and its scores differ from ours there
+GREEDY_TEXT_OPTIONS = frozenset({"repetition_penalty", "no_repeat_ngram", "min_length", "forbid"})
 
 
 def check_engine(engine: str) -> None:
@@ -69,85 +76,82 @@ def ctranslate2_compute_types() -> frozenset[str]:
     return frozenset(ctranslate2.get_supported_compute_types("cpu"))
 
 
-def unsupported_options(options: DecodeOptions) -> list[str]:
-    """The fields of ``options`` CTranslate2 is not given that are set away from their default."""
-    return list(_unsupported(options))
+def unsupported_options(options: DecodeOptions, *, log_probs: bool = False) -> list[str]:
+    """The fields of ``options`` set away from their default that CTranslate2 is not given: in no
+    call (``log_probs`` False), or in a call that wants the log-probabilities (True)."""
+    return list(_unsupported(options, log_probs))
 
 
 @functools.lru_cache(maxsize=64)
-def _unsupported(options: DecodeOptions) -> tuple[str, ...]:
+def _unsupported(options: DecodeOptions, log_probs: bool) -> tuple[str, ...]:
     default = DecodeOptions()
-    return tuple(f.name for f in dataclasses.fields(options) if f.name not in MAPPED_OPTIONS
+    greedy = options.beam_size == 1 and options.nbest is None
+    given = MAPPED_OPTIONS | (GREEDY_TEXT_OPTIONS if greedy and not log_probs else frozenset())
+    return tuple(f.name for f in dataclasses.fields(options) if f.name not in given
                  and getattr(options, f.name) != getattr(default, f.name))
 
 
 def length_limits(sources: list[list[int]], options: DecodeOptions, *, pad_id: int,
-                  model_max_len: int) -> list[int]:
-    """:func:`transformer.decoding.common.output_limits` of the id lists ``sources``, in plain
-    Python (a call's worth of tensor operations is a tenth of a millisecond, which at one short
-    sentence a call is a few percent of CTranslate2's decoding)."""
+                  model_max_len: int, prefixes: list[list[int]] | None = None) -> list[int]:
+    """Each sentence's length limit as :func:`transformer.decoding.steering.plan` makes it
+    (:func:`~transformer.decoding.common.output_limits` of the id lists ``sources``, raised for
+    ``min_length`` and for each one's target prefix), in plain Python: a call's worth of tensor
+    operations is a tenth of a millisecond, which at one short sentence a call is a few percent
+    of CTranslate2's decoding."""
     cap = model_max_len if options.max_len is None else min(options.max_len, model_max_len)
+    least = min(options.min_length + 1, cap) if options.min_length else 1
     if options.max_len_a is None:
-        return [cap] * len(sources)
-    a, b = float(options.max_len_a), options.max_len_b
-    return [min(max(math.floor(sum(i != pad_id for i in ids) * a + b), 1), cap) for ids in sources]
+        limits = [cap] * len(sources)
+    else:
+        a, b = float(options.max_len_a), options.max_len_b
+        limits = [max(min(max(math.floor(sum(i != pad_id for i in ids) * a + b), 1), cap), least)
+                  for ids in sources]
+    if prefixes is None or not any(prefixes):
+        return limits
+    return [max(limit, len(prefix) + 1) if prefix else limit
+            for limit, prefix in zip(limits, prefixes, strict=True)]
 
 
 def choose_engine(loaded: LoadedModel, *, engine: str, precision: str,
-                  options: DecodeOptions) -> tuple[str, str]:
-    """``(engine that runs, why)`` for the asked ``engine`` (auto, torch, ctranslate2) and the
-    ``precision`` that runs; ``why`` is one line for the log."""
+                  options: DecodeOptions) -> tuple[str, str, str]:
+    """``(engine that decodes, precision it runs, why)``, chosen once for the asked ``engine``
+    (auto, torch, ctranslate2), the asked ``precision`` and ``options``; ``why`` is one line for
+    the log. Where CTranslate2 decodes, ``auto`` precision is fp32 (CTranslate2 has no bf16 on a
+    CPU); where ours does, the precision is returned as asked, for the loader to resolve (its
+    ``auto`` probe times ours)."""
     from transformer.hardware import detect_cpu
 
     check_engine(engine)
     if engine == TORCH:
-        return TORCH, "asked for"
+        return TORCH, precision, "asked for"
+    unmapped = unsupported_options(options)
+    if unmapped:
+        return TORCH, precision, f"CTranslate2 is not given {', '.join(unmapped)}"
     device = loaded.device.type
     types = ctranslate2_compute_types()
-    unmapped = unsupported_options(options)
+    theirs = "fp32" if precision == "auto" else precision
     if engine == CTRANSLATE2:
-        if unmapped:
-            return TORCH, f"CTranslate2 is not given {', '.join(unmapped)}"
         if device != "cpu":
-            return TORCH, f"CTranslate2 runs here on the CPU only; the model is on {device}"
-        if CT2_COMPUTE_TYPES.get(precision) not in types:
-            return TORCH, f"CTranslate2 has no {precision} on this CPU"
-        return CTRANSLATE2, "asked for"
-    chosen, why = auto_engine(detect_cpu(), precision=precision,
-                              d_model=int(loaded.config.d_model), device=device,
-                              ctranslate2_types=types)
-    if chosen == CTRANSLATE2 and unmapped:
-        return TORCH, f"CTranslate2 is not given {', '.join(unmapped)}"
-    return chosen, f"auto: {why}"
+            return TORCH, precision, f"CTranslate2 runs here on the CPU only; the model is on {device}"
+        if CT2_COMPUTE_TYPES.get(theirs) not in types:
+            return TORCH, precision, f"CTranslate2 has no {theirs} on this CPU"
+        return CTRANSLATE2, theirs, "asked for"
+    chosen, why = auto_engine(detect_cpu(), precision=theirs, d_model=int(loaded.config.d_model),
+                              device=device, ctranslate2_types=types)
+    return (CTRANSLATE2, theirs, f"auto: {why}") if chosen == CTRANSLATE2 else (TORCH, precision, f"auto: {why}")
 
 
-def precision_for_engine(loaded: LoadedModel, *, engine: str, precision: str) -> str:
-    """``precision`` as the loader should resolve it for ``engine``: ``auto`` becomes ``fp32``
-    where CTranslate2 will decode (asked for, or chosen by ``auto`` in float32), since the
-    ``auto`` probe of bf16 times ours and CTranslate2 has no bf16 on a CPU; else unchanged."""
-    if precision != "auto" or engine == TORCH:
-        return precision
-    if engine == CTRANSLATE2:
-        return "fp32"
-    from transformer.hardware import detect_cpu
-
-    device = loaded.device.type
-    chosen, _ = auto_engine(detect_cpu(), precision="fp32", d_model=int(loaded.config.d_model),
-                            device=device, ctranslate2_types=ctranslate2_compute_types())
-    return "fp32" if chosen == CTRANSLATE2 else precision
-
-
-def translator_with_engine(loaded: LoadedModel, *, engine: str, options: DecodeOptions,
-                           batch_size: int, precision: str) -> Translator:
-    """A :class:`Translator` (ours) or :class:`CTranslate2Translator` over ``loaded``, whichever
-    ``engine`` picks (:func:`choose_engine`), at ``precision`` (already resolved); logs which."""
-    chosen, why = choose_engine(loaded, engine=engine, precision=precision, options=options)
+def translator_with_engine(loaded: LoadedModel, *, engine: str, asked: str, why: str,
+                           options: DecodeOptions, batch_size: int, precision: str) -> Translator:
+    """A :class:`Translator` (ours) or :class:`CTranslate2Translator` over ``loaded``, for the
+    ``engine`` :func:`choose_engine` chose (``asked`` for, ``why``), at ``precision`` (resolved);
+    logs which."""
     kw = dict(options=options, batch_size=batch_size, precision=precision)
-    if chosen == CTRANSLATE2:
+    if engine == CTRANSLATE2:
         translator: Translator = CTranslate2Translator.from_loaded(loaded, **kw)
     else:
         translator = Translator.from_loaded(loaded, **kw)
-        if engine == CTRANSLATE2:
+        if asked == CTRANSLATE2:
             log.warning("engine: ours, not CTranslate2: %s", why)
     log.info("engine: %s (%s; %s)", translator.engine, precision, why)
     return translator
@@ -178,9 +182,10 @@ class CTranslate2Translator(Translator):
                                           intra_threads=torch.get_num_threads(), inter_threads=1)
         self.model_path = model_path
         self.src_pieces = [src_tokenizer.id_to_piece(i) for i in range(src_tokenizer.vocab_size)]
+        self.tgt_pieces = [tgt_tokenizer.id_to_piece(i) for i in range(tgt_tokenizer.vocab_size)]
         self.tgt_ids: dict[str, int] = {}
-        for i in range(tgt_tokenizer.vocab_size):
-            self.tgt_ids.setdefault(tgt_tokenizer.id_to_piece(i), i)
+        for i, piece in enumerate(self.tgt_pieces):
+            self.tgt_ids.setdefault(piece, i)
         # CTranslate2 ends each source with EOS itself when the source tokenizer does (Marian)
         self.strip_eos = bool(getattr(src_tokenizer, "append_eos", False))
         self.fallbacks: set[tuple[str, ...]] = set()  # option sets already logged as run on ours
@@ -209,61 +214,84 @@ class CTranslate2Translator(Translator):
                    options=options or loaded.record.decode_options(), batch_size=batch_size,
                    precision=precision)
 
-    def _decode(self, sources: list[list[int]], *, prefixes: list[list[int]], keys: list[object],
-                seed: int, log_probs: bool = True,
+    def _decode(self, sources: list[list[int]], opt: DecodeOptions, *, prefixes: list[list[int]],
+                keys: list[object], seed: int, log_probs: bool = True,
+                forbid: list[list[int]] | None = None,
                 constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
         """One batch (B id lists): CTranslate2's greedy or beam search within each sentence's
-        length limit, or ours for options it is not given (and for target prefixes and
-        constraints)."""
-        unmapped = _unsupported(self.options) + (("target prefixes",) if any(prefixes) else ()) + (
+        length limit, or ours for options it is not given in this call (and for constraints)."""
+        unmapped = _unsupported(opt, log_probs) + (
             ("constraints",) if constraints and any(constraints) else ())
-        ours = functools.partial(super()._decode, keys=keys, seed=seed, log_probs=log_probs)
+        ours = functools.partial(super()._decode, opt=opt, keys=keys, seed=seed, log_probs=log_probs,
+                                 forbid=forbid)
         if unmapped:
             if unmapped not in self.fallbacks:
                 self.fallbacks.add(unmapped)
-                log.info("engine: ours for %s (CTranslate2 is not given them)", ", ".join(unmapped))
+                log.info("engine: ours for %s (CTranslate2 is not given them%s)", ", ".join(unmapped),
+                         " where log-probabilities are wanted" if not _unsupported(opt, False) else "")
             return ours(sources, prefixes=prefixes, constraints=constraints)
-        opt, config = self.options, self.config
-        limits = length_limits(sources, opt, pad_id=config.pad_id, model_max_len=config.max_len)
+        config = self.config
+        limits = length_limits(sources, opt, pad_id=config.pad_id, model_max_len=config.max_len,
+                               prefixes=prefixes)
         pieces = [[self.src_pieces[i] for i in (ids[:-1] if self.strip_eos and ids
                                                  and ids[-1] == self.eos_id else ids)]
                   for ids in sources]
-        out: list[list[Hypothesis]] = [[] for _ in sources]
         greedy = opt.beam_size == 1 and opt.nbest is None
+        steer = self._steering(opt, forbid, no_pad=greedy and not log_probs)
+        starts = [[self.tgt_pieces[i] for i in prefix] or None for prefix in prefixes]
+        out: list[list[Hypothesis]] = [[] for _ in sources]
         rows = list(range(len(sources)))
         if greedy:
             # greedy is prefix-consistent: one call to the longest limit, each row cut to its own;
             # a row that ran past its own limit is searched again to it, for its log-probability
-            found = self._search(pieces, beam=1, count=1, limit=max(limits), scores=log_probs)
+            found = self._search(pieces, starts, beam=1, count=1, limit=max(limits), scores=log_probs,
+                                 **steer)
             rows = [i for i, (candidates, limit) in enumerate(zip(found, limits, strict=True))
                     if not candidates or (log_probs and len(candidates[0][0]) + candidates[0][2] > limit)]
             for i in set(range(len(sources))) - set(rows):
-                out[i] = [_greedy(found[i][0], limits[i])]
+                out[i] = [_greedy(found[i][0], limits[i], len(prefixes[i]))]
         for limit in sorted({limits[i] for i in rows}):  # beam search: one call per limit
             chosen = [i for i in rows if limits[i] == limit]
-            found = self._search([pieces[i] for i in chosen], beam=opt.beam_size,
-                                 count=opt.beam_size, limit=limit, scores=True)
+            found = self._search([pieces[i] for i in chosen], [starts[i] for i in chosen],
+                                 beam=opt.beam_size, count=opt.beam_size, limit=limit, scores=True,
+                                 **steer)
             for i, candidates in zip(chosen, found, strict=True):
-                out[i] = [_greedy(candidates[0], limit)] if greedy and candidates else self._ranked(candidates)
+                out[i] = ([_greedy(candidates[0], limit, len(prefixes[i]))] if greedy and candidates
+                          else self._ranked(candidates, opt, len(prefixes[i])))
         # CTranslate2 may produce PAD, which ours never does (it is not a word; ours leaves it out
         # of the choice, not of the log-probabilities, so CTranslate2's suppress_sequences would
         # score differently): those rare sentences are decoded again by ours
         again = [i for i, candidates in enumerate(out) if not candidates
                  or any(config.pad_id in found.ids for found in candidates)]
         if again:
-            redone = ours([sources[i] for i in again], prefixes=[[] for _ in again])
+            redone = ours([sources[i] for i in again], prefixes=[prefixes[i] for i in again])
             for i, candidates in zip(again, redone, strict=True):
                 out[i] = candidates
         return out
 
-    def _search(self, pieces: list[list[str]], *, beam: int, count: int, limit: int,
-                scores: bool = False) -> list[list[tuple[list[int], float, bool]]]:
+    def _steering(self, opt: DecodeOptions, forbid: list[list[int]] | None, *,
+                  no_pad: bool) -> dict[str, Any]:
+        """The guards, the least length and the forbidden sequences as CTranslate2 takes them
+        (only their defaults unless the call is a greedy one without log-probabilities); with
+        ``no_pad`` (such a call), PAD too, which ours never produces: a greedy choice without
+        scores is ours whatever CTranslate2 renormalises, and no sentence is decoded again."""
+        sequences = [[self.tgt_pieces[i] for i in ids] for ids in forbid or []]
+        if no_pad:
+            sequences.append([self.tgt_pieces[self.config.pad_id]])
+        return {"repetition_penalty": opt.repetition_penalty, "no_repeat_ngram_size": opt.no_repeat_ngram,
+                "min_decoding_length": opt.min_length, "suppress_sequences": sequences or None}
+
+    def _search(self, pieces: list[list[str]], starts: list[list[str] | None], *, beam: int,
+                count: int, limit: int, scores: bool = False, min_decoding_length: int = 0,
+                **steer: Any) -> list[list[tuple[list[int], float, bool]]]:
         """CTranslate2's ``count`` best hypotheses of each source by log-probability, without
-        a length penalty: ``(ids without EOS, log-probability, ended by EOS)`` each."""
+        a length penalty, each starting with its target prefix (``starts``, pieces or None):
+        ``(ids without EOS, log-probability, ended by EOS)`` each."""
         results = self.ct2.translate_batch(
-            pieces, beam_size=beam, num_hypotheses=count, length_penalty=0.0,
-            max_decoding_length=limit, min_decoding_length=0, max_input_length=0,
-            return_scores=scores, return_end_token=True)
+            pieces, target_prefix=starts if any(starts) else None, beam_size=beam,
+            num_hypotheses=count, length_penalty=0.0, max_decoding_length=limit,
+            min_decoding_length=min(min_decoding_length, limit), max_input_length=0,
+            return_scores=scores, return_end_token=True, **steer)
         unk, eos = self.tgt_ids.get("<unk>", 1), self.eos_id
         out = []
         for r in results:
@@ -276,18 +304,20 @@ class CTranslate2Translator(Translator):
             out.append(hypotheses)
         return out
 
-    def _ranked(self, hypotheses: list[tuple[list[int], float, bool]]) -> list[Hypothesis]:
+    def _ranked(self, hypotheses: list[tuple[list[int], float, bool]], opt: DecodeOptions,
+                forced: int = 0) -> list[Hypothesis]:
         """The hypotheses ranked by our score, the log-probability over the GNMT penalty of the
-        length with EOS (CTranslate2's own penalty divides by length ** alpha, which ranks
-        differently), best first, as many as asked for."""
-        alpha = self.options.length_penalty
-        scored = [Hypothesis(ids, logp / ((5.0 + len(ids) + ended) / 6.0) ** alpha, logp,
-                             len(ids) + ended) for ids, logp, ended in hypotheses]
+        length with EOS and without the ``forced`` prefix tokens (CTranslate2's own penalty
+        divides by length ** alpha, which ranks differently), best first, as many as asked for."""
+        alpha = opt.length_penalty
+        scored = [Hypothesis(ids, logp / ((5.0 + max(len(ids) + ended - forced, 1)) / 6.0) ** alpha,
+                             logp, len(ids) + ended - forced) for ids, logp, ended in hypotheses]
         scored.sort(key=lambda found: -found.score)
-        return scored[: self.options.nbest or 1]
+        return scored[: opt.nbest or 1]
 
 
-def _greedy(found: tuple[list[int], float, bool], limit: int) -> Hypothesis:
-    """A greedy result cut to ``limit`` tokens (EOS included), scored by its log-probability."""
+def _greedy(found: tuple[list[int], float, bool], limit: int, forced: int = 0) -> Hypothesis:
+    """A greedy result cut to ``limit`` tokens (EOS included), scored by its log-probability;
+    ``forced``: its prefix's tokens, which its count leaves out."""
     ids, logp, ended = found
-    return Hypothesis(ids[:limit], logp, logp, min(len(ids), limit) + ended)
+    return Hypothesis(ids[:limit], logp, logp, min(len(ids), limit) + ended - forced)

@@ -13,7 +13,7 @@ source tokens) instead of being truncated, the pieces of all lines are translate
 (the translator groups them by length) and joined back per line with a space ("" for Chinese and
 Japanese targets). Line order and count are kept; an empty line gives an empty translation.
 
-A line with a target prefix (the translator's ``target_prefix``, or its own in ``prefixes``) is
+A line with a target prefix (the options' ``target_prefix``, or its own in ``prefixes``) is
 translated whole: its prefix starts the whole line's translation, which may span the line's
 sentences (a line too long for the model is still cut, and its first piece gets the prefix).
 A line with constraints (target phrases its translation must contain, ``constraints``) is
@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from transformer.config.decoding import DecodeOptions
 from transformer.inference.sentences import cut_to_fit, joiner, split_sentences
 from transformer.inference.translator import Translation, Translator
 
@@ -65,13 +66,19 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
                     src_lang: str = "en", tgt_lang: str | None = None, first_line: int = 1,
                     prefixes: Sequence[str | None] | None = None,
                     keys: Sequence[object] | None = None,
-                    constraints: Sequence[Sequence[str]] | None = None) -> list[LineTranslation]:
+                    constraints: Sequence[Sequence[str]] | None = None,
+                    options: DecodeOptions | None = None, source_prefix: Sequence[int] = (),
+                    log_probs: bool = True, progress: bool = False) -> list[LineTranslation]:
     """Translate ``lines`` (each possibly several sentences); one :class:`LineTranslation` per
     line, in order. A line with a sentence cut to fit gets one warning naming it (numbered from
     ``first_line``). ``prefixes``: one target prefix per line ("": none; None, or no list: the
-    translator's ``target_prefix``). ``keys``: what each line's random draws
+    options' ``target_prefix``). ``keys``: what each line's random draws
     follow when sampling (default: its number). ``constraints``: target phrases per line ([]:
-    none) that its translation must contain (a line with some is translated whole)."""
+    none) that its translation must contain (a line with some is translated whole).
+    ``options``, ``source_prefix``, ``log_probs``, ``progress``: this call's, as
+    :meth:`Translator.translate <transformer.inference.translator.Translator.translate>` takes
+    them (``options`` None: the translator's)."""
+    opt = translator.options if options is None else options
     limit = int(translator.config.max_len)
     tokenizer = translator.src_tokenizer
     for name, given in (("prefixes", prefixes), ("keys", keys), ("constraints", constraints)):
@@ -88,7 +95,7 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
     spans: list[tuple[int, int, int, int]] = []  # (first unit, end unit, sentences, cut)
     for i, (number, line) in enumerate(enumerate(lines, start=first_line)):
         prefix = prefixes[i] if prefixes is not None and prefixes[i] is not None else None
-        prefix = (translator.options.target_prefix if prefix is None else prefix) or ""
+        prefix = (opt.target_prefix if prefix is None else prefix) or ""
         phrases = list(constraints[i]) if constraints is not None else []
         if split and not prefix.strip() and not phrases:
             sentences = split_sentences(line, lang=src_lang)
@@ -108,11 +115,12 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
                         "cut at clause or word boundaries and translated in pieces",
                         number, cut, limit)
         spans.append((start, len(units), len(sentences), cut))
-    found = translator.translate(units, prefixes=unit_prefixes, keys=unit_keys,
-                                 constraints=unit_phrases if constraints is not None else None)
+    found = translator.translate(units, options=opt, prefixes=unit_prefixes, keys=unit_keys,
+                                 constraints=unit_phrases if constraints is not None else None,
+                                 source_prefix=source_prefix, log_probs=log_probs, progress=progress)
     glue = joiner(tgt_lang)
     out = [_joined(found[a:b], glue, sentences=n, cut=cut) for a, b, n, cut in spans]
-    if translator.options.alignments:
+    if opt.alignments:
         _align(translator, lines, units, [t.text for t in found], spans, out)
     return out
 
@@ -130,18 +138,19 @@ def _align(translator: Translator, lines: Sequence[str], units: list[str], texts
 
 
 def stream_lines(translator: Translator, lines: Iterable[str], *, chunk_size: int | None = None,
-                 **options: Any) -> Iterator[LineTranslation]:
+                 **how: Any) -> Iterator[LineTranslation]:
     """:func:`translate_lines` over an iterable, lazily: ``chunk_size`` lines (default the
-    translator's batch size) are read, translated and yielded, in order, before the next."""
+    translator's batch size) are read, translated and yielded, in order, before the next
+    (``how``: :func:`translate_lines`' keywords)."""
     size = chunk_size or translator.batch_size
     number, chunk = 1, []
     for line in lines:
         chunk.append(line)
         if len(chunk) >= size:
-            yield from translate_lines(translator, chunk, first_line=number, **options)
+            yield from translate_lines(translator, chunk, first_line=number, **how)
             number, chunk = number + len(chunk), []
     if chunk:
-        yield from translate_lines(translator, chunk, first_line=number, **options)
+        yield from translate_lines(translator, chunk, first_line=number, **how)
 
 
 def _joined(parts: Sequence[Translation], glue: str, *, sentences: int, cut: int) -> LineTranslation:

@@ -23,9 +23,10 @@ import torch
 
 from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.config.decoding import FLAGS, DecodeOptions, OptionError
+from transformer.decoding.steering import check_for_model
 from transformer.errors import InputError
 from transformer.inference.classifier import Classifier
-from transformer.inference.engines import check_engine, precision_for_engine, translator_with_engine
+from transformer.inference.engines import check_engine, choose_engine, translator_with_engine
 from transformer.inference.translator import Translator
 from transformer.model_dir import LoadedModel, load_model_dir
 
@@ -56,7 +57,8 @@ def translator_for(loaded: LoadedModel, *, precision: str = "auto", batch_size: 
     ``options`` are fields of :class:`~transformer.config.decoding.DecodeOptions` (``beam_size``,
     ``length_penalty``, ``nbest``, ``max_len_a``, ``max_len_b``, ``max_len``, ``sampling``,
     ``sampling_topk``, ``sampling_topp``, ``temperature``, ``seed``, ``target_prefix``,
-    ``no_repeat_ngram``, ``repetition_penalty``); one that is absent or None takes the run's value
+    ``no_repeat_ngram``, ``repetition_penalty``, ``min_length``, ``forbid``, ``alignments``): the
+    translator's default for a call that gives none; one that is absent or None takes the run's value
     (the length limits it trained with) or the default of
     :mod:`transformer.config.decoding` (the paper's beam search; beam 1 with ``sampling``).
     ``precision``: ``auto`` (bf16 where this machine runs it natively and a probe of the model
@@ -69,15 +71,17 @@ def translator_for(loaded: LoadedModel, *, precision: str = "auto", batch_size: 
     if loaded.tgt_tokenizer is None:
         raise InputError(f"{Path(loaded.record.source).parent} holds a classifier; use transformer "
                          "classify predict")
-    runs = resolve_precision(loaded, precision_for_engine(loaded, engine=engine, precision=precision))
     try:
         decode = loaded.record.decode_options(
             **{name: value for name, value in options.items() if value is not None})
+        check_for_model(decode, model_max_len=loaded.config.max_len)
     except OptionError as err:
         raise InputError(err.named(FLAGS)) from None
+    chosen, asked_precision, why = choose_engine(loaded, engine=engine, precision=precision, options=decode)
+    runs = resolve_precision(loaded, asked_precision)  # the probe times the engine that decodes
     try:
-        translator = translator_with_engine(loaded, engine=engine, options=decode,
-                                            batch_size=batch_size, precision=runs)
+        translator = translator_with_engine(loaded, engine=chosen, asked=engine, why=why,
+                                            options=decode, batch_size=batch_size, precision=runs)
     except ValueError as err:
         if isinstance(err, InputError):
             raise

@@ -78,13 +78,14 @@ class TranslationScore:
 
 def evaluate_translation(translator: Translator, *, hyp_out: str | None = None,
                          split_sentences: bool = True,
-                         metrics: Sequence[str] = DEFAULT_SCORE_METRICS,
+                         metrics: Sequence[str] = DEFAULT_SCORE_METRICS, progress: bool = False,
                          **test_set: Any) -> TranslationScore:
     """Translate the test set (``test_set``: the keywords of :func:`read_test_set`) and score it
     with ``metrics`` (any of bleu, chrf, ter: :func:`transformer.evaluation.bleu.score_translations`;
     ValueError for another, before anything is translated); with ``hyp_out`` the translations are also written there, atomically. Each source line is
     split into sentences unless ``split_sentences`` is False
-    (:func:`transformer.inference.lines.translate_lines`)."""
+    (:func:`transformer.inference.lines.translate_lines`; the metrics need the texts only, so no
+    log-probabilities are computed); ``progress``: a bar over the batches."""
     from transformer.evaluation.bleu import check_metrics, score_translations
     from transformer.inference.lines import translate_lines
     from transformer.inference.unknown import UnknownPieces
@@ -97,7 +98,7 @@ def evaluate_translation(translator: Translator, *, hyp_out: str | None = None,
         unknown.check(number, line)
     src_lang, tgt_lang = record.languages if record is not None else ("en", None)
     found = translate_lines(translator, sources, split=split_sentences, src_lang=src_lang,
-                            tgt_lang=tgt_lang)
+                            tgt_lang=tgt_lang, log_probs=False, progress=progress)
     hypotheses = [t.text for t in found]
     if hyp_out is not None:
         from transformer.atomic import atomic_write_bytes

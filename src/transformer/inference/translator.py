@@ -7,6 +7,12 @@
     translator.translate_ids([[17, 45, 9]])             # ids in, best ids out (validation, the demo)
     translator.translate(["A man rides a horse."], prefixes=["Ein Mann"])   # forced starts
     translator.translate(["A man rides a horse."], constraints=[["Pferd"]])  # terminology
+    translator.translate(["A man rides a horse."], options=DecodeOptions(beam_size=1))  # this call's
+
+A built translator is never changed: how to decode (the options), the source tag, whether the
+log-probabilities are wanted and a progress bar are given per call, as CTranslate2's
+``translate_batch(source, **options)`` takes them; the translator's ``options`` are the default
+of a call that gives none.
 
 Every translation carries the model's log-probability of its decoded tokens (after any target
 prefix, EOS included) and their count (:class:`~transformer.decoding.common.Hypothesis`).
@@ -20,7 +26,7 @@ import logging
 import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -114,13 +120,8 @@ class Translator:
         self.batch_size = batch_size
         self.truncated = 0
         self._tails: list[int] | None = None  # the target pieces that continue a word, read once
+        self._forbidden: dict[tuple[str, ...], list[list[int]]] = {}  # forbidden_ids, per phrase set
         self.precision = precision
-        self.progress = False  # a bar over the batches of a call that has several
-        # False when only the texts are wanted: greedy decoding then skips its log-softmax a step,
-        # and a greedy translation's log_prob is None
-        self.log_probs = True
-        # ids put before every source sentence: a tag (transformer.inference.tags)
-        self.source_prefix_ids: list[int] = []
         # the model directory's record (languages, the run's decoding limits); None for a bare model
         self.record = record
 
@@ -137,11 +138,19 @@ class Translator:
                    eos_id=EOS_ID, options=options or loaded.record.decode_options(),
                    batch_size=batch_size, precision=precision, record=loaded.record)
 
-    def translate(self, sentences: Sequence[str], *, prefixes: Sequence[str | None] | None = None,
+    def translate(self, sentences: Sequence[str], *, options: DecodeOptions | None = None,
+                  prefixes: Sequence[str | None] | None = None,
                   keys: Sequence[object] | None = None,
-                  constraints: Sequence[Sequence[str]] | None = None) -> list[Translation]:
+                  constraints: Sequence[Sequence[str]] | None = None,
+                  source_prefix: Sequence[int] = (), log_probs: bool = True,
+                  progress: bool = False) -> list[Translation]:
         """Translate ``sentences``; one :class:`Translation` per sentence, in the same order.
 
+        ``options``: how to decode this call (None: the translator's ``options``).
+        ``source_prefix``: ids put before every source sentence (a tag:
+        :mod:`transformer.inference.tags`). ``log_probs``: False when only the texts are wanted
+        (greedy decoding then skips its log-softmax a step, and a greedy translation's
+        ``log_prob`` is None). ``progress``: a bar over the batches of a call that has several.
         ``prefixes``: one target prefix per sentence ("": none; None, or no list: the options'
         ``target_prefix``); each translation starts with its prefix as the target tokenizer
         splits it. ``keys``: what identifies each sentence's random draws when
@@ -153,7 +162,8 @@ class Translator:
         for name, given in (("prefixes", prefixes), ("keys", keys), ("constraints", constraints)):
             if given is not None and len(given) != len(sentences):
                 raise ValueError(f"{name}: {len(given)} given for {len(sentences)} sentences")
-        if constraints is not None and any(constraints) and self.options.sampling:
+        opt = self.options if options is None else options
+        if constraints is not None and any(constraints) and opt.sampling:
             raise InputError("constraints need beam search (or greedy decoding), not sampling")
         out: list[Translation | None] = [None] * len(sentences)
         todo: list[tuple[int, list[int], list[int], list[list[int]]]] = []  # (place, source, prefix, phrases)
@@ -163,7 +173,7 @@ class Translator:
             if not ids:
                 out[i] = Translation("")
                 continue
-            tag = self.source_prefix_ids
+            tag = list(source_prefix)
             if len(ids) + len(tag) > limit:
                 self.truncated += 1
                 ids = ids[:limit - len(tag)]
@@ -173,14 +183,14 @@ class Translator:
             if sum(map(len, phrases)) >= limit:
                 raise InputError(f"constraints of sentence {i + 1}: {sum(map(len, phrases))} tokens "
                                  f"in all; this model decodes at most {limit - 1}")
-            todo.append((i, ids, self.prefix_ids(self.options.target_prefix if own is None else own),
+            todo.append((i, ids, self.prefix_ids(opt.target_prefix if own is None else own),
                          phrases))
-        found = self._candidates([t[1] for t in todo], prefixes=[t[2] for t in todo],
-                                 log_probs=self.log_probs,
+        found = self._candidates([t[1] for t in todo], opt, prefixes=[t[2] for t in todo],
+                                 log_probs=log_probs, progress=progress,
                                  keys=[t[0] if keys is None else keys[t[0]] for t in todo],
                                  constraints=[t[3] for t in todo] if constraints is not None else None)
         for (i, *_), candidates in zip(todo, found, strict=True):
-            out[i] = self._translation(candidates)
+            out[i] = self._translation(candidates, opt, log_probs=log_probs)
         return out  # type: ignore[return-value]
 
     def phrase_ids(self, phrase: str) -> list[int]:
@@ -213,30 +223,44 @@ class Translator:
                              f"at most {most} after a prefix")
         return ids
 
-    def translate_ids(self, sources: Sequence[Sequence[int]]) -> list[list[int]]:
+    def forbidden_ids(self, phrases: Sequence[str]) -> list[list[int]]:
+        """The options' ``forbid`` phrases as the target tokenizer encodes each (a phrase is
+        forbidden as those tokens, wherever they stand), read once per set of phrases."""
+        key = tuple(phrases)
+        if key not in self._forbidden:
+            self._forbidden[key] = [self.tgt_tokenizer.encode(p.strip()) for p in key]
+        return self._forbidden[key]
+
+    def translate_ids(self, sources: Sequence[Sequence[int]], *,
+                      options: DecodeOptions | None = None) -> list[list[int]]:
         """The best target ids (without BOS/EOS) of each source id list, in input order; sources
         are cut to the model's positions."""
         limit = self.config.max_len
-        candidates = self._candidates([list(ids)[:limit] for ids in sources], log_probs=False)
+        candidates = self._candidates([list(ids)[:limit] for ids in sources],
+                                      self.options if options is None else options, log_probs=False)
         return [found[0].ids if found else [] for found in candidates]
 
-    def stream(self, sentences: Iterable[str], *, chunk_size: int | None = None) -> Iterator[Translation]:
+    def stream(self, sentences: Iterable[str], *, chunk_size: int | None = None,
+               **call: Any) -> Iterator[Translation]:
         """Translate an iterable lazily: ``chunk_size`` sentences (default ``batch_size``) are read,
         translated and yielded, in order, before the next are read (``chunk_size=1``: each sentence
-        as soon as it arrives, for an interactive prompt)."""
+        as soon as it arrives, for an interactive prompt); ``call``: :meth:`translate`'s
+        ``options``, ``source_prefix``, ``log_probs``."""
         size = chunk_size or self.batch_size
         chunk: list[str] = []
         for sentence in sentences:
             chunk.append(sentence)
             if len(chunk) >= size:
-                yield from self.translate(chunk)
+                yield from self.translate(chunk, **call)
                 chunk = []
         if chunk:
-            yield from self.translate(chunk)
+            yield from self.translate(chunk, **call)
 
-    def _candidates(self, sources: list[list[int]], *, prefixes: list[list[int]] | None = None,
+    def _candidates(self, sources: list[list[int]], opt: DecodeOptions, *,
+                    prefixes: list[list[int]] | None = None,
                     keys: list[object] | None = None, log_probs: bool = True,
-                    constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
+                    constraints: list[list[list[int]]] | None = None,
+                    progress: bool = False) -> list[list[Hypothesis]]:
         """Decode id lists in batches of similar length (so little goes to padding), with the
         weights the translator's decoder packed once for all batches; results in input order.
         ``prefixes``: target ids each output starts with; ``keys``: each source's key for its
@@ -245,11 +269,12 @@ class Translator:
         source."""
         prefixes = prefixes if prefixes is not None else [[] for _ in sources]
         keys = keys if keys is not None else list(range(len(sources)))
-        seed = self.options.seed if self.options.seed is not None else secrets.randbelow(2**62)
+        seed = opt.seed if opt.seed is not None else secrets.randbelow(2**62)
+        forbid = self.forbidden_ids(opt.forbid) if opt.forbid else None
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         out: list[list[Hypothesis]] = [[] for _ in sources]
         bar = None
-        if self.progress and len(order) > self.batch_size:
+        if progress and len(order) > self.batch_size:
             from tqdm import tqdm
 
             bar = tqdm(total=len(order), unit="sentence", desc="translating", leave=False,
@@ -258,8 +283,9 @@ class Translator:
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
                 phrases = None if constraints is None else [constraints[i] for i in chunk]
-                found = self._decode([sources[i] for i in chunk], prefixes=[prefixes[i] for i in chunk],
+                found = self._decode([sources[i] for i in chunk], opt, prefixes=[prefixes[i] for i in chunk],
                                      keys=[keys[i] for i in chunk], seed=seed, log_probs=log_probs,
+                                     forbid=forbid,
                                      **({"constraints": phrases} if phrases and any(phrases) else {}))
                 for i, candidates in zip(chunk, found, strict=True):
                     out[i] = candidates
@@ -270,29 +296,25 @@ class Translator:
                 bar.close()
         return out
 
-    def _decode(self, sources: list[list[int]], *, prefixes: list[list[int]], keys: list[object],
-                seed: int, log_probs: bool = True,
+    def _decode(self, sources: list[list[int]], opt: DecodeOptions, *, prefixes: list[list[int]],
+                keys: list[object], seed: int, log_probs: bool = True,
+                forbid: list[list[int]] | None = None,
                 constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
-        """Decode the id lists of one batch: greedy, sampled or beam search, each source's
-        hypotheses best first; with ``constraints`` (phrases per source), constrained beam search
-        (of the options' beam size, 1 included)."""
+        """Decode the id lists of one batch under ``opt``: greedy, sampled or beam search, each
+        source's hypotheses best first; with ``constraints`` (phrases per source), constrained
+        beam search (of the options' beam size, 1 included); ``forbid``: token sequences no
+        hypothesis holds."""
         src = pad_rows(sources, pad_id=self.config.pad_id).to(self.device)  # (B, S)
-        opt = self.options
-        kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len=opt.max_len,
-                  max_len_a=opt.max_len_a, max_len_b=opt.max_len_b, decoder=self.decoder,
+        kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, options=opt, decoder=self.decoder,
                   precision=self.precision, prefixes=prefixes if any(prefixes) else None,
-                  no_repeat_ngram=opt.no_repeat_ngram, repetition_penalty=opt.repetition_penalty)
+                  forbid=forbid)
         if opt.sampling:
-            return sample_decode(self.model, src, seed=seed, keys=keys, samples=opt.nbest or 1,
-                                 temperature=opt.temperature, top_k=opt.sampling_topk,
-                                 top_p=opt.sampling_topp, **kw)
+            return sample_decode(self.model, src, seed=seed, keys=keys, **kw)
         if opt.beam_size == 1 and opt.nbest is None and constraints is None:
             if not log_probs:
                 return [[Hypothesis(ids, 0.0, 0.0, 0)] for ids in greedy_decode(self.model, src, **kw)]  # type: ignore[union-attr]
             return [[found] for found in greedy_decode(self.model, src, hypotheses=True, **kw)]
-        return beam_search(self.model, src, beam_size=opt.beam_size, nbest=opt.nbest or 1,  # type: ignore[return-value]
-                           length_penalty=opt.length_penalty, hypotheses=True,
-                           constraints=constraints,
+        return beam_search(self.model, src, hypotheses=True, constraints=constraints,  # type: ignore[return-value]
                            word_tails=self._word_tails() if constraints is not None else None, **kw)
 
     def _word_tails(self) -> list[int]:
@@ -305,16 +327,16 @@ class Translator:
             self._tails = word_tail_ids([tok.id_to_piece(i) for i in range(tok.vocab_size)])
         return self._tails
 
-    def _translation(self, candidates: list[Hypothesis]) -> Translation:
+    def _translation(self, candidates: list[Hypothesis], opt: DecodeOptions, *,
+                     log_probs: bool) -> Translation:
         """Detokenized candidates: the best as the translation, all of them when n-best was
         asked. Greedy decoding has no score of its own (only its log-probability)."""
         texts = [_one_line(self.tgt_tokenizer.decode(found.ids)) for found in candidates]
         if not candidates:
             return Translation("")
-        opt = self.options
         greedy = not opt.sampling and opt.beam_size == 1 and opt.nbest is None
         best = candidates[0]
-        unscored = greedy and not self.log_probs  # (greedy only: searches need the scores)
+        unscored = greedy and not log_probs  # (greedy only: searches need the scores)
         return Translation(
             texts[0], None if greedy else best.score,
             [(text, found.score) for text, found in zip(texts, candidates, strict=True)] if opt.nbest else [],

@@ -8,7 +8,6 @@ Requests name a model; they never name a path.
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -87,17 +86,15 @@ class ServedModel:
             groups.setdefault((options, bool(rest[0]) if rest else True, tag), []).append(i)
         src_lang, tgt_lang = self.loaded.record.languages
         out: list[list[LineTranslation]] = [[] for _ in payloads]
-        for (options, split, tag), members in groups.items():
-            translator = copy.copy(self.translator)  # shares the packed decoder
-            translator.options = options
-            translator.source_prefix_ids = list(tag)
+        for (options, split, tag), members in groups.items():  # one translator, options per call
             texts = [t for i in members for t in payloads[i][0]]
             prefixes = [p for i in members for p in _prefixes_of(payloads[i])]
             keys = [k for i in members for k in range(len(payloads[i][0]))]
             phrases = [p for i in members for p in _constraints_of(payloads[i])]
-            found = translate_lines(translator, texts, split=split, src_lang=src_lang,
+            found = translate_lines(self.translator, texts, split=split, src_lang=src_lang,
                                     tgt_lang=tgt_lang, prefixes=prefixes, keys=keys,
-                                    constraints=phrases if any(phrases) else None)
+                                    constraints=phrases if any(phrases) else None,
+                                    options=options, source_prefix=tag)
             start = 0
             for i in members:
                 n = len(payloads[i][0])

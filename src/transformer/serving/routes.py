@@ -125,9 +125,11 @@ def _decoding_of(req: TranslateRequest, model: ServedModel) -> tuple[Any, list[s
     per-text target prefixes and target phrases (None: none asked); ApiError 422 naming the
     request's field for a bad combination."""
     from transformer.config.decoding import OptionError
+    from transformer.decoding.steering import check_for_model
 
     try:
         options, prefixes, phrases = model.default_options(**req.decode_changes()), req.prefixes(), req.phrases()
+        check_for_model(options, model_max_len=model.translator.config.max_len)  # type: ignore[union-attr]
     except OptionError as err:
         raise ApiError(422, err.named(REQUEST_FIELDS)) from None
     except ValueError as err:
@@ -188,7 +190,7 @@ async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     found = await queued(request, model, (list(req.texts), options, req.split, prefixes, tag, phrases),
                          tokens=tokens, timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)
-    out = [_translation_row(t, nbest=req.nbest is not None, alignments=req.alignments)
+    out = [_translation_row(t, nbest=req.nbest is not None, alignments=bool(req.alignments))
            for t in found]
     return {"model": model.name, "translations": out, "timing": _elapsed_ms(start)}
 

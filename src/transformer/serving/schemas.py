@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from transformer.config.decoding import FIELDS, REQUEST_FIELDS
 from transformer.serving.settings import Limits
 
-MAX_SEED = 2**63 - 1
-# a request's name of each decoding option that differs from DecodeOptions' (the rest are equal)
-REQUEST_FIELDS = {"beam_size": "beam"}
+__all__ = ["REQUEST_FIELDS", "TranslateRequest"]
+
 
 # the default limits, for a schema that states one (the server's own, set by its flags, are
 # checked by the routes: transformer.serving.settings.Limits.refusal)
@@ -37,29 +37,19 @@ class Request(BaseModel):
     timeout_ms: Annotated[int, Field(ge=1)] | None = None
 
 
-class TranslateRequest(Request):
+class _TranslateFields(Request):
     """``POST /v1/translate``: ``texts`` translated with beam search (``beam=1``: greedy), or
-    sampled; steered by target prefixes and repetition guards. A field left out (or null) takes
-    the default of :mod:`transformer.config.decoding` (``beam``: 4, or 1 with ``sampling``)."""
+    sampled; steered by target prefixes, repetition guards, a least length, forbidden phrases and
+    terminology. The decoding options' fields are made from their table
+    (:data:`transformer.config.decoding.FIELDS`); a field left out (or null) takes the run's value
+    or the default of :mod:`transformer.config.decoding` (``beam``: 4, or 1 with ``sampling``), and
+    a bad value is refused by the options' own check, naming the field."""
 
     model: ModelName
     texts: Annotated[list[Text], Field(min_length=1)]
-    beam: Annotated[int, Field(ge=1)] | None = None
-    nbest: Annotated[int, Field(ge=1)] | None = None
-    length_penalty: Annotated[float, Field(ge=0.0, le=10.0)] = 0.6
-    max_len: Annotated[int, Field(ge=1)] | None = None
     split: bool = True  # each text split into sentences, translated one by one (False: whole)
-    alignments: bool = False  # each translation's word pairs [i, j] (transformer.inference.alignment)
-    sampling: bool = False
-    sampling_topk: Annotated[int, Field(ge=0)] | None = None
-    sampling_topp: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
-    temperature: Annotated[float, Field(gt=0.0, le=100.0)] | None = None
-    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
-    target_prefix: Text | None = None  # every text's translation starts with it
     target_prefixes: Annotated[list[Text], Field(min_length=1)] | None = None
     tag: Text | None = None  # a source-vocabulary piece put before every sentence (">>fra<<")
-    no_repeat_ngram: Annotated[int, Field(ge=0, le=MAX_OUTPUT_TOKENS)] | None = None
-    repetition_penalty: Annotated[float, Field(gt=0.0, le=100.0)] | None = None
     # target phrases each text's translation must contain (one list per text), and glossary
     # entries [source term, target term] whose target term a text must contain where it holds
     # the source term (whole words, case-sensitive): transformer.inference.glossary
@@ -70,12 +60,8 @@ class TranslateRequest(Request):
         """The request's decoding options as DecodeOptions fields (those given), the target
         prefixes aside: they are per text (:meth:`prefixes`), so that requests that differ only
         in them are decoded in one batch."""
-        given = {"beam_size": self.beam, "nbest": self.nbest, "length_penalty": self.length_penalty,
-                 "max_len": self.max_len, "sampling": self.sampling,
-                 "sampling_topk": self.sampling_topk, "sampling_topp": self.sampling_topp,
-                 "temperature": self.temperature, "seed": self.seed,
-                 "no_repeat_ngram": self.no_repeat_ngram,
-                 "repetition_penalty": self.repetition_penalty, "alignments": self.alignments}
+        given = {f.name: getattr(self, f.request) for f in FIELDS
+                 if f.request is not None and f.name != "target_prefix"}
         return {name: value for name, value in given.items() if value is not None}
 
     def prefixes(self) -> list[str]:
@@ -113,6 +99,12 @@ class TranslateRequest(Request):
                 raise ValueError(f"glossary[{i}]: the {'source' if not source else 'target'} term is empty")
         return [[p.strip() for p in phrases] + [t for t in glossary_phrases(text, pairs) if t not in phrases]
                 for text, phrases in zip(self.texts, own, strict=True)]
+
+
+_KINDS: dict[str, Any] = {"int": int, "float": float, "bool": bool, "text": Text, "phrases": list[Text]}
+TranslateRequest = create_model(
+    "TranslateRequest", __base__=_TranslateFields, __module__=__name__,
+    **{f.request: (_KINDS[f.kind] | None, None) for f in FIELDS if f.request is not None})
 
 
 class AttentionRequest(Request):
