@@ -226,6 +226,8 @@ class Trainer:
                     last_save = clock()
                 if signum:
                     raise self._preempted(signum)
+            if plan_epoch == -1 and st.batch_index:  # resumed and stopped at once: mid-epoch,
+                n = self.epoch_plan(st.epoch)[1]     # the epochs done count this epoch's batches
             if st.last_eval_step != st.step:
                 self._evaluate_and_save(n)
         assert stopped_by is not None
