@@ -26,7 +26,7 @@ from transformer.errors import RunStopped  # noqa: E402
 from transformer.model import TransformerClassifier  # noqa: E402
 from transformer.training import distributed  # noqa: E402
 from transformer.training.classification_task import ClassificationTask  # noqa: E402
-from transformer.training.trainer import TrainConfig, Trainer  # noqa: E402
+from transformer.training.trainer import LoopConfig, Trainer  # noqa: E402
 from transformer.training.translation_task import TranslationTask  # noqa: E402
 
 GLOBAL_BATCH = 8
@@ -67,7 +67,7 @@ def train(rank: int, world_size: int, accumulate: int, *, classify: bool = False
         train_data=ListData(local_batches(rank, world_size, accumulate, classify=classify),
                             shuffle=False),
         # no clipping: it would rescale a wrongly normalised gradient to the right norm
-        config=TrainConfig(max_steps=STEPS, accumulate=accumulate, clip_norm=None, eval_every=0,
+        config=LoopConfig(max_steps=STEPS, accumulate=accumulate, clip_norm=None, eval_every=0,
                            log_every=100),
         device="cpu",
     )
@@ -99,7 +99,7 @@ def preempt(run_dir: Path, rank: int, world_size: int) -> int:
     trainer = Trainer(
         model=model, task=Paced(run_dir, rank), optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
         train_data=ListData(local_batches(rank, world_size, 1)),
-        config=TrainConfig(max_steps=100_000, eval_every=0, log_every=1), run_dir=run_dir,
+        config=LoopConfig(max_steps=100_000, eval_every=0, log_every=1), run_dir=run_dir,
         device="cpu",
     )
     try:

@@ -9,7 +9,7 @@ from transformer.config.choices import PRECISIONS
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class LoopConfig:
     """The knobs of the loop itself (model, optimizer and schedule are built by the caller)."""
 
     epochs: int | None = None

@@ -29,7 +29,7 @@ from transformer.config.choices import (
     check_choice,
 )
 from transformer.config.decoding import MAX_LEN_A, MAX_LEN_B
-from transformer.config.loop import TrainConfig
+from transformer.config.loop import LoopConfig
 from transformer.config.model import ModelConfig
 from transformer.config.schedule import check_schedule
 
@@ -212,11 +212,11 @@ class TranslationTrainConfig(_RunConfig):
         check_schedule(**fields)
         return fields
 
-    def loop_config(self, precision: str | None = None) -> TrainConfig:
-        """The Trainer's loop settings (:class:`~transformer.config.loop.TrainConfig`); a time
+    def loop_config(self, precision: str | None = None) -> LoopConfig:
+        """The Trainer's loop settings (:class:`~transformer.config.loop.LoopConfig`); a time
         budget keeps the final evaluation's time, and the average's, in reserve. ``precision``: what runs
         (``self.precision`` resolved on the machine when it is ``auto``)."""
-        return TrainConfig(
+        return LoopConfig(
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
             accumulate=self.accumulate, clip_norm=self.clip_norm,
             precision=_concrete(precision or self.precision),
@@ -314,10 +314,10 @@ class ClassifierTrainConfig(_RunConfig):
         check_choice("precision", self.precision, TRAINING_PRECISIONS)
         self.loop_config()  # validates the loop fields
 
-    def loop_config(self, precision: str | None = None) -> TrainConfig:
-        """The Trainer's loop settings (:class:`~transformer.config.loop.TrainConfig`);
+    def loop_config(self, precision: str | None = None) -> LoopConfig:
+        """The Trainer's loop settings (:class:`~transformer.config.loop.LoopConfig`);
         ``precision`` as for translation."""
-        return TrainConfig(
+        return LoopConfig(
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
             clip_norm=self.clip_norm, eval_every=self.eval_every,
             precision=_concrete(precision or self.precision),
