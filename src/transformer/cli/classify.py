@@ -54,7 +54,7 @@ CLASSIFIER_FLAGS = (
 )
 
 
-# every flag whose field a configuration error may name (see common.flagged)
+# every flag whose field a configuration error may name (see common.flag_names)
 MESSAGE_FLAGS = (MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS)
 
 

@@ -64,7 +64,7 @@ TRANSLATION_FLAGS = (
      ()),
 )
 FILE_FLAGS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
-# every flag whose field a configuration error may name (see common.flagged)
+# every flag whose field a configuration error may name (see common.flag_names)
 MESSAGE_FLAGS = (MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS,
                  tuple((f"--{name.replace('_', '-')}", name, str, "", ())
                        for name in ("data", *FILE_FLAGS, "data_dir")))
