@@ -4,7 +4,7 @@ The checks are the tests in tests/gpu/ (marked ``cuda``), one per part; this scr
 pytest and turns what each recorded into a table and a JSON report:
 
 1. device: ``resolve_device("auto")`` picks the GPU, ``hardware.detect()`` lists it with its bf16
-   flag, ``resolve_precision("auto")`` picks bf16 on a bf16 GPU (fp16 for training without it);
+   flag, ``precision_for_model("auto")`` picks bf16 on a bf16 GPU (fp16 for training without it);
 2. reference: our layers equal ``torch.nn.Transformer`` with copied weights on the device, fp32
    with TF32 off, forward (evaluation mode) and weight gradients (training mode);
 3. training: the project's ``Trainer`` runs the same steps of a copy task from the same weights

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODULES: dict[str, list[str]] = {
     "serving/guard.py": ["tests/serving/test_guard.py", "tests/serving/test_bad_input.py"],
     "atomic.py": ["tests/test_atomic.py", "tests/test_atomic_dirs.py"],
-    "training/auto_resume.py": ["tests/training/test_auto_resume.py"],
+    "training/run_lifecycle.py": ["tests/training/test_auto_resume.py"],
     "serving/schemas.py": ["tests/serving/test_schemas.py", "tests/serving/test_bad_input.py"],
     "serving/batcher.py": ["tests/serving/test_batching.py"],
     "serving/models.py": ["tests/serving"],
@@ -155,11 +155,11 @@ EQUIVALENT: dict[str, str] = {
         "load_state_dict's strict checks names only; convert_state makes every name of the model, and a size mismatch fails either way",
     "transformer.convert.marian.x_import_marian__mutmut_98":
         "load_state_dict's strict checks names only; convert_state makes every name of the model, and a size mismatch fails either way",
-    "transformer.training.auto_resume.x__plain__mutmut_3":
+    "transformer.training.run_lifecycle.x_plain__mutmut_3":
         "json.dumps(sort_keys=None): key order does not change the dicts compared",
-    "transformer.training.auto_resume.x__plain__mutmut_5":
+    "transformer.training.run_lifecycle.x_plain__mutmut_5":
         "json.dumps without sort_keys: key order does not change the dicts compared",
-    "transformer.training.auto_resume.x__plain__mutmut_6":
+    "transformer.training.run_lifecycle.x_plain__mutmut_6":
         "json.dumps(sort_keys=False): key order does not change the dicts compared",
     "transformer.training.run_lock.xǁRunLockǁ__init____mutmut_5":
         "_created is set by acquire before release reads it (release returns at once without a "

@@ -29,7 +29,7 @@ import torch
 torch.set_num_threads(1)
 from transformer import ModelConfig, Transformer
 from transformer.data.batch_types import Batch
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import LoopConfig, Trainer
 from transformer.training.translation_task import TranslationTask
 steps, clip = int(sys.argv[2]), (float(sys.argv[3]) or None)
 rng = random.Random(0)
@@ -48,7 +48,7 @@ model = Transformer(ModelConfig.tiny(64, d_model=64, d_ff=256, num_heads=4, num_
                                      num_decoder_layers=2, dropout=0.0, max_len=32))
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 trainer = Trainer(model=model, task=TranslationTask(), optimizer=opt, train_data=Data(),
-                  config=TrainConfig(max_steps=steps, clip_norm=clip, eval_every=0, log_every=10**6))
+                  config=LoopConfig(max_steps=steps, clip_norm=clip, eval_every=0, log_every=10**6))
 start = time.perf_counter()
 trainer.fit()
 print(steps / (time.perf_counter() - start))
@@ -64,7 +64,7 @@ def direct(calls: int = 2000) -> dict[str, float]:
 
     from transformer import ModelConfig, Transformer
     from transformer.training.preemption import Preemption
-    from transformer.training.trainer import TrainConfig, Trainer
+    from transformer.training.trainer import LoopConfig, Trainer
     from transformer.training.translation_task import TranslationTask
 
     torch.set_num_threads(1)
@@ -78,7 +78,7 @@ def direct(calls: int = 2000) -> dict[str, float]:
             return []
 
     trainer = Trainer(model=model, task=TranslationTask(), optimizer=torch.optim.Adam(model.parameters()),
-                      train_data=NoData(), config=TrainConfig(max_steps=1, clip_norm=None))
+                      train_data=NoData(), config=LoopConfig(max_steps=1, clip_norm=None))
     loss, norm = torch.tensor(3.0), torch.tensor(1.0)
     out = {}
     with Preemption() as preemption:

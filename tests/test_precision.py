@@ -15,8 +15,8 @@ from transformer.precision import (
     BF16_MIN_SPEEDUP,
     Probe,
     choose_precision,
+    precision_for_model,
     probe_layer,
-    resolve_precision,
 )
 
 
@@ -116,7 +116,7 @@ def test_probe_leaves_the_model_and_random_streams_alone():
     torch.manual_seed(5)
     expected = torch.rand(3)
     torch.manual_seed(5)
-    choice = resolve_precision("bf16", model=model, device="cpu", training=True)
+    choice = precision_for_model("bf16", model=model, device="cpu", training=True)
     assert torch.equal(torch.rand(3), expected)  # the run's random stream is untouched
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())
@@ -127,7 +127,7 @@ def test_probe_leaves_the_model_and_random_streams_alone():
 
 @pytest.mark.real_probe
 def test_decoding_probe_times_decoding():
-    choice = resolve_precision("bf16", model=tiny().eval(), device="cpu", training=False)
+    choice = precision_for_model("bf16", model=tiny().eval(), device="cpu", training=False)
     assert choice.probe is not None and not choice.probe.backward
     assert choice.probe.tokens == 16 * 8  # sentences x steps
 
@@ -145,19 +145,19 @@ def test_probe_layer_stops_repeating_past_its_time(monkeypatch):
 
 
 def test_a_resumed_auto_run_keeps_its_first_choice_on_the_same_kind_of_machine():
-    first = resolve_precision("auto", model=tiny(), device="cpu", training=True,
+    first = precision_for_model("auto", model=tiny(), device="cpu", training=True,
                               machine=machine(ZEN4)).to_dict()  # the steadied probe: fp32
     assert first["machine"] == "test CPU, AVX512"
     previous = {**first, "precision": "bf16", "reason": "native bf16 and faster"}
-    choice = resolve_precision("auto", model=tiny(), device="cpu", training=True,
+    choice = precision_for_model("auto", model=tiny(), device="cpu", training=True,
                                machine=machine(ZEN4), previous=previous)
     assert choice.precision == "bf16" and "as chosen when the run started" in choice.reason
     # moved to a CPU without native bf16 (or from a GPU): chosen anew
-    choice = resolve_precision("auto", model=tiny(), device="cpu", training=True,
+    choice = precision_for_model("auto", model=tiny(), device="cpu", training=True,
                                machine=machine(AVX2), previous=previous)
     assert choice.precision == "fp32" and "no native bf16" in choice.reason
     fp16 = {"requested": "auto", "precision": "fp16", "reason": "V100", "machine": "V100"}
-    choice = resolve_precision("auto", model=tiny(), device="cpu", training=True,
+    choice = precision_for_model("auto", model=tiny(), device="cpu", training=True,
                                machine=machine(ZEN4), previous=fp16)
     assert choice.precision == "fp32" and choice.machine == "test CPU, AVX512"
 

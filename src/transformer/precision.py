@@ -200,9 +200,9 @@ def probe_decoding(model: nn.Module, *, sentences: int = 16, length: int = 16, s
     return Probe(fp32_ms=fp32_ms, bf16_ms=bf16_ms, tokens=sentences * steps, backward=False)
 
 
-def resolve_precision(requested: str, *, model: nn.Module, device: torch.device | str,
-                      training: bool, machine: Machine | None = None,
-                      previous: Mapping[str, Any] | None = None) -> PrecisionChoice:
+def precision_for_model(requested: str, *, model: nn.Module, device: torch.device | str,
+                        training: bool, machine: Machine | None = None,
+                        previous: Mapping[str, Any] | None = None) -> PrecisionChoice:
     """:func:`choose_precision` for ``model`` on ``device``, on this machine unless ``machine`` is
     given. The probe: training, or a classifier, runs its first encoder layer; decoding with a
     Transformer times greedy decoding itself.
@@ -249,7 +249,7 @@ def for_inference(model: nn.Module, requested: str) -> PrecisionChoice:
     weights to bf16 when that is the choice. int8 keeps the float32 weights (a translator's
     decoder quantizes its own; a classifier runs in float32)."""
     device = next(model.parameters()).device
-    choice = resolve_precision(requested, model=model, device=device, training=False)
+    choice = precision_for_model(requested, model=model, device=device, training=False)
     if choice.warning:
         log.warning(choice.warning)
     elif requested == "auto":

@@ -17,6 +17,7 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 ELSEWHERE = {
     ("average", "--average-last"): "names train's flag as such: (train --average-last)",
     ("train", "--nproc-per-node"): "torchrun's flag, in the example of a distributed run",
+    ("classify train", "--nproc-per-node"): "torchrun's flag, in the example of a distributed run",
     ("config show", "--preset"): "names the command it shows: train --preset PRESET FLAGS",
     ("config show", "--d-model"): "train's flag, in the example (config show passes it to train)",
 }

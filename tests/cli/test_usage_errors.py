@@ -7,8 +7,12 @@ from __future__ import annotations
 import pytest
 
 from transformer.cli import main
-from transformer.cli.common import MODEL_FLAGS, RUN_FLAGS, flagged
+from transformer.cli.classify import CLASSIFIER_FLAGS
+from transformer.cli.common import MODEL_FLAGS, RUN_FLAGS, flag_names
 from transformer.cli.train import TRANSLATION_FLAGS
+from transformer.config import ModelConfig
+from transformer.config.field_error import ChoiceError, ConfigError
+from transformer.config.runs import ClassifierTrainConfig, TranslationTrainConfig
 
 
 def _usage_error(capsys, argv: list[str]) -> list[str]:
@@ -31,16 +35,35 @@ def test_valid_src_alone_names_the_flags(capsys, cli):
 
 
 def test_a_configuration_choice_lists_its_values_in_one_line_with_a_guess():
-    message = flagged("metric must be one of ('bleu', 'chrf'), got 'blue'", TRANSLATION_FLAGS)
-    assert message == "--metric must be one of bleu, chrf, got 'blue' (did you mean 'bleu'?)"
+    with pytest.raises(ChoiceError) as refused:
+        TranslationTrainConfig(data="numbers", max_steps=1, metric="blue")
+    assert refused.value.fields == ("metric",)
+    assert (refused.value.named(flag_names(TRANSLATION_FLAGS)) == "--metric must be one of "
+            "bleu, chrf, exact_match, got 'blue' (did you mean 'bleu'?)")
 
 
-def test_plain_words_become_flags_only_where_used_as_fields():
-    assert (flagged("the linear schedule needs epochs or max_steps to plan its decay", RUN_FLAGS)
-            == "the linear schedule needs --epochs or --max-steps to plan its decay")
-    assert (flagged("a classifier has no decoder: model.num_decoder_layers must be 0", MODEL_FLAGS)
-            == "a classifier has no decoder: --decoder-layers must be 0")
-    assert flagged("batch_tokens=10 is below max_len=96", MODEL_FLAGS) == \
+def _named(tables, **fields) -> tuple[str, str]:
+    """The ConfigError a classifier configuration of ``fields`` raises: as the library says it,
+    and in the flags of ``tables``."""
+    with pytest.raises(ConfigError) as refused:
+        ClassifierTrainConfig(**fields)
+    return str(refused.value), refused.value.named(flag_names(*tables))
+
+
+def test_an_error_names_the_flags_of_the_fields_it_marks_and_no_other_word():
+    assert _named([RUN_FLAGS], schedule="linear", epochs=None) == (
+        "the linear schedule needs epochs or max_steps to plan its decay",
+        "the linear schedule needs --epochs or --max-steps to plan its decay")
+    decoder = ModelConfig.small(vocab_size=8000, num_encoder_layers=2, num_decoder_layers=1)
+    assert _named([MODEL_FLAGS], model=decoder) == (
+        "a classifier has no decoder: model.num_decoder_layers must be 0, got 1",
+        "a classifier has no decoder: --decoder-layers must be 0, got 1")
+    wide = ModelConfig.small(vocab_size=8000, num_encoder_layers=2, num_decoder_layers=0,
+                             max_len=96)
+    assert _named([MODEL_FLAGS, CLASSIFIER_FLAGS], model=wide, batch_tokens=10) == (
+        "batch_tokens=10 is below model.max_len=96", "--batch-tokens 10 is below --max-len 96")
+    # a field without a flag in the tables keeps its name
+    assert _named([MODEL_FLAGS], model=wide, batch_tokens=10)[1] == \
         "batch_tokens=10 is below --max-len 96"
 
 

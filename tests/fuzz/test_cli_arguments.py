@@ -147,15 +147,16 @@ def test_arguments(verb, slow, paths, monkeypatch):
     monkeypatch.setattr(sys, "stdin", sys.stdin)  # restored after the test
     import transformer.inference.classifier_eval as eval_classifier
     import transformer.inference.translation_eval as eval_translation
-    import transformer.training.auto_resume as auto_resume
     import transformer.training.demo as demo
     import transformer.training.train_classifier as train_classifier
     import transformer.training.train_translation as train_translation
 
     for module, name in [(train_translation, "start_translation"),
                          (train_translation, "resume_translation"),
-                         (auto_resume, "train_or_resume_translation"), (demo, "run_demo"),
+                         (train_translation, "train_or_resume_translation"), (demo, "run_demo"),
                          (train_classifier, "train_classifier_run"),
+                         (train_classifier, "resume_classifier"),
+                         (train_classifier, "train_or_resume_classifier"),
                          (eval_translation, "evaluate_translation"),
                          (eval_classifier, "evaluation_data")]:
         monkeypatch.setattr(module, name, stub)

@@ -1,5 +1,5 @@
 """GPU check, device: ``resolve_device("auto")`` picks the GPU, ``hardware.detect()`` lists it with
-its bf16 flag, and ``resolve_precision("auto")`` picks bf16 on a bf16 GPU (fp16 for training
+its bf16 flag, and ``precision_for_model("auto")`` picks bf16 on a bf16 GPU (fp16 for training
 without it, fp32 for decoding)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.cuda
 @pytest.mark.timeout(30)
 def test_device_and_precision_choices(gpu, record):
     from transformer.hardware import detect
-    from transformer.precision import resolve_precision
+    from transformer.precision import precision_for_model
     from transformer.training.distributed import resolve_device
 
     record.tolerance = "exact choices"
@@ -52,11 +52,11 @@ def test_device_and_precision_choices(gpu, record):
         train_expected = infer_expected = "fp32" if not cpu.native_bf16 else ("fp32", "bf16")
         record.summary = f"{auto} {cpu.model} ({cpu.capability}, native bf16 {cpu.native_bf16})"
     for training, want in ((True, train_expected), (False, infer_expected)):
-        choice = resolve_precision("auto", model=model, device=gpu.device, training=training)
+        choice = precision_for_model("auto", model=model, device=gpu.device, training=training)
         key = "training" if training else "decoding"
         record.figures[f"auto_precision_{key}"] = choice.to_dict()
         ok = choice.precision in want if isinstance(want, tuple) else choice.precision == want
-        record.check(f"resolve_precision('auto', training={training})", ok,
+        record.check(f"precision_for_model('auto', training={training})", ok,
                      f"{choice.describe()} (expected {want})")
         record.summary += f"; auto {key} {choice.precision}"
     record.figures["machine_summary"] = machine.summary()

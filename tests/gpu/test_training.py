@@ -52,7 +52,7 @@ def train_losses(gpu, cfg: ModelConfig, init: dict[str, torch.Tensor], batches: 
     """Train a copy of ``init`` through the project's Trainer; the loss and scale of every step."""
     from transformer.training.optimizer import build_optimizer
     from transformer.training.schedule import LRSchedule, build_scheduler
-    from transformer.training.trainer import TrainConfig, Trainer
+    from transformer.training.trainer import LoopConfig, Trainer
     from transformer.training.translation_task import TranslationTask
 
     class RecordingTrainer(Trainer):
@@ -71,7 +71,7 @@ def train_losses(gpu, cfg: ModelConfig, init: dict[str, torch.Tensor], batches: 
                                                                peak_lr=peak_lr))
     trainer = RecordingTrainer(model=model, task=TranslationTask(), optimizer=optimizer,
                                scheduler=scheduler, train_data=FixedBatches(batches),
-                               config=TrainConfig(max_steps=steps, log_every=1, eval_every=0,
+                               config=LoopConfig(max_steps=steps, log_every=1, eval_every=0,
                                                   precision=precision, clip_norm=1.0),
                                device=gpu.device)
     trainer.records = []

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-import transformer.training.auto_resume as auto_resume
+import transformer.training.train_translation as auto_resume
 from transformer.config.runs import TranslationTrainConfig
 from transformer.errors import InputError
-from transformer.model_dir import FORMAT_VERSION
+from transformer.model_dir import FORMAT_VERSION, read_record
 from transformer.training.checkpoint import CHECKPOINT_DIR
 
 
@@ -29,7 +29,6 @@ def started(tmp_path, monkeypatch):
     (run / "metrics.jsonl").write_text('{"kind": "train", "step": 1}\n')
     (run / "snapshot.safetensors").write_bytes(b"weights")
     calls = []
-    monkeypatch.setattr(auto_resume, "start_unlocked", lambda c, **kw: calls.append((c, kw)) or {})
     monkeypatch.setattr(auto_resume, "train_translation", lambda c, **kw: calls.append((c, kw)) or {})
     return cfg, run, calls
 
@@ -61,15 +60,20 @@ def test_the_same_configuration_starts_over(started):
     cfg, run, calls = started
     auto_resume.train_or_resume_translation(dataclasses.replace(cfg, max_steps=20), run_dir=run)
     ((given, kw),) = calls
-    assert given.max_steps == 20 and kw["overwrite"] is True and kw["run_dir"] == run
+    assert given.max_steps == 20 and "resumed" not in kw and kw["run_dir"] == run
+    assert not (run / "metrics.jsonl").exists()  # what the killed run wrote is cleared
 
 
 def test_an_empty_directory_starts_without_overwriting(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(auto_resume, "start_unlocked", lambda c, **kw: calls.append(kw) or {})
+    monkeypatch.setattr(auto_resume, "train_translation", lambda c, **kw: calls.append(kw) or {})
     cfg = TranslationTrainConfig(data="numbers", max_steps=10)
-    auto_resume.train_or_resume_translation(cfg, run_dir=tmp_path / "new")
-    assert [kw["overwrite"] for kw in calls] == [False]
+    run = tmp_path / "new"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("kept\n")  # not a run's (no config.json): left alone
+    auto_resume.train_or_resume_translation(cfg, run_dir=run)
+    assert len(calls) == 1 and "resumed" not in calls[0]
+    assert (run / "metrics.jsonl").read_text() == "kept\n"
 
 
 def test_a_run_with_a_checkpoint_resumes_with_the_flags_given(started):
@@ -78,10 +82,11 @@ def test_a_run_with_a_checkpoint_resumes_with_the_flags_given(started):
     cfg, run, calls = started
     (run / CHECKPOINT_DIR).mkdir()
     auto_resume.train_or_resume_translation(cfg, run_dir=run, device="cpu", progress=True)
-    assert calls == [(cfg, {"run_dir": run, "device": "cpu", "progress": True, "resume": True})]
+    record = read_record(run)
+    assert calls == [(cfg, {"run_dir": run, "device": "cpu", "progress": True, "resumed": record})]
     calls.clear()
     auto_resume.train_or_resume_translation(cfg, run_dir=run)
-    assert calls == [(cfg, {"run_dir": run, "device": "auto", "progress": False, "resume": True})]
+    assert calls == [(cfg, {"run_dir": run, "device": "auto", "progress": False, "resumed": record})]
     calls.clear()
     with pytest.raises(InputError, match="seed"):
         auto_resume.train_or_resume_translation(dataclasses.replace(cfg, seed=5), run_dir=run)
@@ -93,8 +98,8 @@ def test_a_fresh_start_passes_its_flags_on(started, tmp_path):
     source = tmp_path / "pretrained"
     auto_resume.train_or_resume_translation(cfg, run_dir=tmp_path / "new", device="cpu",
                                             progress=True, init_from=source)
-    assert calls == [(cfg, {"run_dir": tmp_path / "new", "overwrite": False, "device": "cpu",
-                            "progress": True, "init_from": source})]
+    assert calls == [(cfg, {"run_dir": tmp_path / "new", "device": "cpu", "progress": True,
+                            "init_from": source})]
 
 
 def edit_config(run, **changes):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from transformer.training.budget import budget_used, eta_s, planned_updates, stop_reason
-from transformer.training.loop_state import TrainConfig, TrainState
+from transformer.training.loop_state import LoopConfig, TrainState
 
 
 def test_the_share_used_is_the_largest_of_updates_epochs_and_minutes():
-    config = TrainConfig(max_steps=100, epochs=4, minutes=10.0)
+    config = LoopConfig(max_steps=100, epochs=4, minutes=10.0)
     state = TrainState(step=20, epoch=1, batch_index=5)  # 1.5 of 4 epochs with 10 batches each
     assert budget_used(config, state, elapsed=60.0, batches_per_epoch=10, reserve=0.0) == 0.375
     assert budget_used(config, state, elapsed=300.0, batches_per_epoch=10, reserve=0.0) == 0.5
@@ -19,7 +19,7 @@ def test_the_share_used_is_the_largest_of_updates_epochs_and_minutes():
 
 
 def test_the_stop_reason_is_the_bound_reached():
-    config = TrainConfig(max_steps=10, minutes=1.0, patience=2)
+    config = LoopConfig(max_steps=10, minutes=1.0, patience=2)
     assert stop_reason(config, TrainState(step=9), elapsed=0.0, reserve=0.0) is None
     assert stop_reason(config, TrainState(step=10), elapsed=0.0, reserve=0.0) == "max_steps"
     assert stop_reason(config, TrainState(step=3, bad_evals=2), elapsed=0.0, reserve=0.0) == "patience"

@@ -18,7 +18,7 @@ from transformer.inference.classifier import predict_logits, probabilities
 from transformer.training.classification_task import ClassificationTask, classification_loss
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import LoopConfig, Trainer
 
 VOCAB, PAD = 24, 0
 
@@ -71,7 +71,7 @@ def train(model, ids, labels, *, num_labels, multi_label, valid, steps=150):
         best.update(result, state={k: v.clone() for k, v in m.state_dict().items()})
 
     trainer = Trainer(model=model, task=task, optimizer=optimizer, scheduler=scheduler, train_data=data,
-                      config=TrainConfig(max_steps=steps, eval_every=50, log_every=50), save_best=save_best)
+                      config=LoopConfig(max_steps=steps, eval_every=50, log_every=50), save_best=save_best)
     result = trainer.fit()
     return result, task, best
 

@@ -25,30 +25,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_processes_equal_one_with_the_same_global_batch(tmp_path):
+@pytest.mark.parametrize("task", ["translation", "classification"])
+def test_two_processes_equal_one_with_the_same_global_batch(tmp_path, task):
     sys.path.insert(0, str(WORKER.parent))
     try:
         import ddp_worker
     finally:
         sys.path.remove(str(WORKER.parent))
+    classify = task == "classification"
     out = tmp_path / "ddp.safetensors"
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-               "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), str(out)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    procs = launch([str(out), *(["classify"] if classify else [])])
     for p in procs:
         output, _ = p.communicate(timeout=120)
         assert p.returncode == 0, output.decode()[-3000:]
-    # one process, the whole global batch of 8 pairs per update, no accumulation
-    single = ddp_worker.train(0, 1, accumulate=1)
+    # one process, the whole global batch of 8 examples per update, no accumulation
+    single = ddp_worker.train(0, 1, accumulate=1, classify=classify)
+    start = (ddp_worker.tiny_classifier if classify else ddp_worker.tiny_model)(seed=0)
     ddp = load_file(str(out))
+    assert ddp.keys() == single.state_dict().keys()
     for name, value in single.state_dict().items():
         torch.testing.assert_close(ddp[name], value, atol=1e-5, rtol=1e-5, msg=name)
-    assert any(not torch.equal(v, ddp_worker.tiny_model(seed=0).state_dict()[k])
-               for k, v in single.state_dict().items())
+    assert any(not torch.equal(v, start.state_dict()[k]) for k, v in single.state_dict().items())
 
 
 def launch(args: list[str]) -> list[subprocess.Popen]:

@@ -13,7 +13,7 @@ from transformer.errors import RunStopped
 from transformer.training.checkpoint import load_checkpoint
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import LoopConfig, Trainer
 from transformer.training.translation_task import TranslationTask
 
 
@@ -46,7 +46,7 @@ def make(synth, run_dir=None, *, task=None, schedule=None, **cfg):
     scheduler = None if schedule is None else build_scheduler(optimizer, schedule=schedule)
     trainer = Trainer(model=model, task=task or TranslationTask(), optimizer=optimizer,
                       scheduler=scheduler, train_data=synth.ListData(batches, shuffle=False),
-                      config=TrainConfig(**cfg), run_dir=run_dir)
+                      config=LoopConfig(**cfg), run_dir=run_dir)
     return trainer, model
 
 

@@ -17,7 +17,7 @@ from transformer.training.checkpoint import load_checkpoint
 from transformer.training.optimizer import build_optimizer
 from transformer.training.preemption import SIGNALS, Preemption
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import LoopConfig, Trainer
 from transformer.training.translation_task import TranslationTask
 
 HANDLED = SIGNALS  # what Preemption turns into a stop (SIGTERM and SIGINT at least)
@@ -93,7 +93,7 @@ def make(synth, run_dir, *, hook=None, seed=7, **cfg):
     task = (TranslationTask(valid_batches=valid) if hook is None else
             Hooked(hook, accumulate=cfg.get("accumulate", 1), valid_batches=valid))
     trainer = Trainer(model=model, task=task, optimizer=opt, scheduler=sched,
-                      train_data=synth.ListData(batches, seed=5), config=TrainConfig(seed=11, **cfg),
+                      train_data=synth.ListData(batches, seed=5), config=LoopConfig(seed=11, **cfg),
                       run_dir=run_dir)
     return trainer, model
 

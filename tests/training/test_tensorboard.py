@@ -11,7 +11,7 @@ import torch
 from transformer.training.metrics_file import MetricsLog
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import LoopConfig, Trainer
 from transformer.training.translation_task import TranslationTask
 
 pytest.importorskip("tensorboard")
@@ -47,7 +47,7 @@ def make(synth, run_dir, metrics, *, die_at=None, **cfg):
             else Dies(die_at, valid_batches=valid))
     return Trainer(model=model, task=task, optimizer=opt, scheduler=sched,
                    train_data=synth.ListData(batches, seed=5),
-                   config=TrainConfig(seed=11, log_every=1, **cfg), run_dir=run_dir,
+                   config=LoopConfig(seed=11, log_every=1, **cfg), run_dir=run_dir,
                    metrics=metrics)
 
 

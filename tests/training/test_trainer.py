@@ -13,7 +13,7 @@ from transformer.errors import RunStopped
 from transformer.training.checkpoint import load_checkpoint
 from transformer.training.optimizer import build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import LoopConfig, Trainer
 from transformer.training.translation_task import TranslationTask
 
 
@@ -28,7 +28,7 @@ def make_trainer(synth, *, data, model=None, optimizer=None, scheduler=True, run
     cfg.setdefault("log_every", 1)
     cfg.setdefault("eval_every", 0)
     return Trainer(model=model, task=task or TranslationTask(), optimizer=optimizer,
-                   scheduler=sched, train_data=data, config=TrainConfig(**cfg), run_dir=run_dir)
+                   scheduler=sched, train_data=data, config=LoopConfig(**cfg), run_dir=run_dir)
 
 
 def params(model):
@@ -198,7 +198,7 @@ def test_fp16_needs_a_gpu(synth):
                                     {"max_steps": 1, "precision": "fp8"}])
 def test_bad_train_config(kwargs):
     with pytest.raises(ValueError):
-        TrainConfig(**kwargs)
+        LoopConfig(**kwargs)
 
 
 def test_progress_bar_on_a_terminal(synth, capsys):
@@ -256,7 +256,7 @@ def timed_trainer(synth, *, per_update, per_eval=0.0, share=0.5, run_dir=None, s
     cfg.setdefault("eval_every", 0)
     trainer = Trainer(model=model, task=task, optimizer=optimizer, scheduler=sched,
                       train_data=synth.ListData(batches, seed=5), run_dir=run_dir,
-                      config=TrainConfig(log_every=1, **cfg), clock=clock)
+                      config=LoopConfig(log_every=1, **cfg), clock=clock)
     rates = []
     step = trainer._step_schedule
 
@@ -340,7 +340,7 @@ def test_a_resume_with_more_updates_moves_the_cooldown_to_the_new_end(synth, tmp
         sched = build_scheduler(optimizer, schedule=LRSchedule(**settings, total=max_steps))
         trainer = Trainer(model=model, task=TranslationTask(), optimizer=optimizer,
                           scheduler=sched, train_data=synth.ListData(batches, seed=5),
-                          run_dir=tmp_path, config=TrainConfig(max_steps=max_steps, log_every=1,
+                          run_dir=tmp_path, config=LoopConfig(max_steps=max_steps, log_every=1,
                                                                eval_every=0))
         rates = []
         step = trainer._step_schedule

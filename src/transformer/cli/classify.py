@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from transformer.cli.classify_predict import add_predict
@@ -25,6 +26,7 @@ from transformer.cli.common import (
     progress,
     set_threads,
 )
+from transformer.cli.training_run import add_resume, end_rank, refuse_beside_resume, resume_changes
 from transformer.config.choices import (
     CLASSIFIER_CORPORA,
     CLASSIFIER_SCHEDULES,
@@ -33,7 +35,6 @@ from transformer.config.choices import (
     TOKENIZER_TYPES,
 )
 from transformer.config.presets import CLASSIFIER_PRESETS
-from transformer.config.runs import RESUME_FIELDS
 from transformer.errors import InputError
 
 log = logging.getLogger("transformer")
@@ -51,6 +52,10 @@ CLASSIFIER_FLAGS = (
     ("--batch-tokens", "batch_tokens", int, "padded positions per batch", ()),
     ("--pos-weight", "pos_weight", POS_WEIGHTS, "multi-label positive weights", ()),
 )
+
+
+# every flag whose field a configuration error may name (see common.flag_names)
+MESSAGE_FLAGS = (MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS)
 
 
 def _column(value: str) -> str | int:
@@ -111,7 +116,8 @@ def _add_train(verbs: argparse._SubParsersAction) -> None:
         "holds out a validation and a test split of the training file; --data goemotions holds out "
         "a validation split of train (for model selection and thresholds) and reports dev. Presets: "
         "tiny (a smoke test: seconds), nsmc-cpu and goemotions-cpu (each at most 30 minutes on a "
-        "2-core CPU); flags override them.",
+        "2-core CPU); flags override them. Under torchrun every process trains on its shard "
+        "(torchrun --nproc-per-node 2 -m transformer classify train ...).",
     )
     src = t.add_argument_group("data")
     src.add_argument("--data", type=str.lower, choices=CLASSIFIER_CORPORA, help="a corpus by name")
@@ -131,9 +137,7 @@ def _add_train(verbs: argparse._SubParsersAction) -> None:
     t.add_argument("--out", metavar="RUN_DIR", help="model directory to write (default "
                    "runs/classify)")
     t.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue this run exactly, on the data it "
-                   "recorded (read again the same way); of the other flags only "
-                   + ", ".join("--" + f.replace("_", "-") for f in RESUME_FIELDS) + " may be given")
+    add_resume(t, t, what="on the data it recorded (read again the same way)")
     t.add_argument("--preset", choices=tuple(CLASSIFIER_PRESETS),
                    help="default: DATA-cpu for --data, else the built-in defaults")
     add_config_file(t)
@@ -146,7 +150,7 @@ def _add_train(verbs: argparse._SubParsersAction) -> None:
     add_flags(hyper, (*RUN_FLAGS, *CLASSIFIER_FLAGS))
     add_progress(t)
     _run_flags(t)
-    t.set_defaults(handler=run_train)
+    t.set_defaults(handler=run_train, end_process=end_rank)
 
 
 def _add_evaluate(verbs: argparse._SubParsersAction) -> None:
@@ -188,7 +192,7 @@ def config_of(args: argparse.Namespace) -> tuple[object, str | None, str | None]
             ), preset, data
         return classifier_config(preset, overrides(args)), preset, data
 
-    return as_input_error(build, MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS)
+    return as_input_error(build, *MESSAGE_FLAGS)
 
 
 # why classify train takes no prepared directory (see docs/how-to/classification.md)
@@ -196,57 +200,58 @@ NO_DATA_DIR = ("a prepared data directory holds parallel text (source and target
                "`transformer prepare` for train), not labelled texts; give the labelled file "
                "with --train FILE (or a corpus with --data NAME): classify train tokenizes it "
                "itself")
-# the flags of classify train that say what to train on (refused with --resume) and their defaults
-_DATA_FLAGS = {"data": None, "train": None, "valid": None, "test": None, "format": None,
-               "split_seed": None, "multi_label": None, "preset": None, "config": None,
-               "out": None, "init_from": None, "overwrite": False, "text_column": "text",
-               "label_column": "label", "label_separator": ","}
-
-
-def _resume(args: argparse.Namespace) -> dict:
-    """``classify train --resume RUN_DIR``: refuse a flag that would change the run, continue it."""
-    from transformer.training.train_classifier import resume_classifier
-
-    changes = overrides(args)
-    given = [flag_of(key, MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS) for key in changes
-             if key not in RESUME_FIELDS]
-    given += [f"--{name.replace('_', '-')}" for name, default in _DATA_FLAGS.items()
-              if getattr(args, name) != default]
-    if given:
-        raise InputError(f"--resume continues with the stored configuration and data; {given[0]} "
-                         f"cannot change (only "
-                         f"{', '.join('--' + f.replace('_', '-') for f in RESUME_FIELDS)} can)")
-    stop = {key: changes.get(key) for key in RESUME_FIELDS}
-    return as_input_error(lambda: resume_classifier(
-        args.resume, device=device(args.device), progress=progress(args), **stop),
-        MODEL_FLAGS, RUN_FLAGS, CLASSIFIER_FLAGS)
-
-
 def run_train(args: argparse.Namespace) -> int:
-    from transformer.training.train_classifier import train_classifier_run
+    from transformer.training import distributed
+    from transformer.training.train_classifier import (
+        ClassifierSources,
+        resume_classifier,
+        train_classifier_run,
+        train_or_resume_classifier,
+    )
 
     set_threads(args.threads)
     if args.data_dir is not None:
         raise InputError(f"--data-dir {args.data_dir}: {NO_DATA_DIR}")
-    if args.resume is not None:
-        summary = _resume(args)
-    else:
-        config, preset, data = config_of(args)
-        summary = train_classifier_run(
-            config, run_dir=args.out or "runs/classify", overwrite=args.overwrite, preset=preset,
-            data=data, train=args.train, valid=args.valid, test=args.test, columns=_columns(args),
-            split_seed=args.split_seed, multi_label=args.multi_label, device=device(args.device),
-            progress=progress(args), init_from=args.init_from)
-    if args.json:
+    device(args.device)  # a bad name is refused here, naming --device; each rank resolves its own
+    main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
+    if not main_rank:
+        logging.getLogger().setLevel(logging.WARNING)
+    run = {"device": args.device, "progress": progress(args)}
+    try:
+        if args.resume is not None and args.resume != "auto":
+            refuse_beside_resume(args)
+            summary = as_input_error(lambda: resume_classifier(
+                args.resume, **run, **resume_changes(args)), *MESSAGE_FLAGS)
+        else:
+            config, preset, data = config_of(args)
+            sources = ClassifierSources(
+                data=data, train=args.train, valid=args.valid, test=args.test,
+                columns=_columns(args), split_seed=args.split_seed, multi_label=args.multi_label,
+                preset=preset)
+            where = {"run_dir": args.out or "runs/classify", "sources": sources,
+                     "init_from": args.init_from, **run}
+            summary = as_input_error(lambda: train_or_resume_classifier(config, **where)
+                                     if args.resume == "auto" else
+                                     train_classifier_run(config, overwrite=args.overwrite, **where),
+                                     *MESSAGE_FLAGS)
+    finally:
+        distributed.shutdown()
+    if main_rank:
+        _report(summary, json_out=args.json)
+    return 0
+
+
+def _report(summary: dict, *, json_out: bool) -> None:
+    """What classify train prints: the summary as JSON, or a line and the figures per split."""
+    if json_out:
         emit_json(summary)
-        return 0
+        return
     print(f"model written to {summary['run_dir']} ({summary['parameters']:,} parameters, "
           f"{summary['steps']} updates, {summary['epochs']} epochs, {summary['train_s']:.0f}s "
           "training)")
     for name, figures in summary["splits"].items():
         print(f"{name:>6}: accuracy {figures['accuracy']:.4f}  micro-F1 {figures['micro_f1']:.4f}  "
               f"macro-F1 {figures['macro_f1']:.4f}  ({figures['num_examples']} texts)")
-    return 0
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

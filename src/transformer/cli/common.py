@@ -9,11 +9,9 @@ flags that were given. Defaults live in the configuration: a flag left out is no
 from __future__ import annotations
 
 import argparse
-import ast
 import difflib
 import json
 import logging
-import re
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -229,54 +227,28 @@ def did_you_mean(value: object, choices: Iterable[str]) -> str:
     return text + (f" (did you mean {close[0]!r}?)" if close else "")
 
 
-_CHOICE = re.compile(r"must be one of (\(.*?\)), got (.+)$")
-
-
-def flagged(message: str, *tables: Iterable[Flag]) -> str:
-    """A configuration error ``message`` in the command line's words: each field name of ``tables``
-    becomes its flag (``give both --valid-src and --valid-tgt``) and a closed choice lists its
-    values in one line with a "did you mean". A plain word (``data``, ``epochs``) is a field only
-    where the message uses it as one: before ``must`` or ``=``, in parentheses, or in a list
-    beside a field name."""
-    flags = {key.rpartition(".")[2]: flag for table in tables or (MODEL_FLAGS, RUN_FLAGS)
-             for flag, key, *_ in table}
-
-    def field(pattern: str) -> re.Pattern[str]:
-        names = "|".join(sorted(map(re.escape, flags), key=len, reverse=True))
-        return re.compile(pattern.replace("NAME", rf"(?<![\w.'\"-])(?:model\.)?({names})"
-                                          rf"(?![\w'\"-])"))
-
-    message = field("NAME=").sub(lambda m: flags[m[1]] + " ", message)
-    message = field("NAME").sub(
-        lambda m: flags[m[1]] if "_" in m[1] or _named(message, m) else m[0], message)
-    for _ in range(2):  # plain words listed beside a flag: "epochs, --max-steps or minutes"
-        message = field("NAME(?=(?:,| or| and) --)").sub(lambda m: flags[m[1]], message)
-        message = re.sub(r"(--[a-z][a-z0-9-]*(?:,| or| and) )" + field("NAME").pattern,
-                         lambda m: m[1] + flags[m[2]], message)
-    choice = _CHOICE.search(message)
-    if choice:
-        try:
-            choices, value = ast.literal_eval(choice[1]), ast.literal_eval(choice[2])
-        except (ValueError, SyntaxError):
-            return message
-        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-        message = (message[:choice.start()] + f"must be one of {', '.join(map(str, choices))}, "
-                   f"got {value!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    return message
-
-
-def _named(message: str, match: re.Match[str]) -> bool:
-    """Whether the plain word ``match`` is used as a field name in ``message``."""
-    before, after = message[:match.start()], message[match.end():]
-    return after.startswith(" must") or (before.endswith("(") and after.startswith(")"))
+def flag_names(*tables: Iterable[Flag]) -> dict[str, str]:
+    """Configuration field -> the flag that sets it, for the flags of ``tables`` (default: the
+    model's and the run's); a nested field (``model.d_model``) also by its own name."""
+    names: dict[str, str] = {}
+    for table in tables or (MODEL_FLAGS, RUN_FLAGS):
+        for flag, key, *_ in table:
+            names.setdefault(key, flag)
+            names.setdefault(key.rpartition(".")[2], flag)
+    return names
 
 
 def as_input_error(call: Callable[[], Any], *tables: Iterable[Flag]) -> Any:
-    """``call()``, with a ValueError (a bad value or combination) turned into bad input that names
-    the flags of ``tables`` (default: the model's and the run's) instead of configuration fields."""
+    """``call()``, with a ValueError (a bad value or combination) turned into bad input in one
+    line: a :class:`~transformer.config.field_error.ConfigError` names the flags of ``tables``
+    (default: the model's and the run's) in its fields' place."""
+    from transformer.config.field_error import ConfigError
+
     try:
         return call()
+    except InputError:
+        raise
+    except ConfigError as err:
+        raise InputError(err.named(flag_names(*tables))) from None
     except ValueError as err:
-        if isinstance(err, InputError):
-            raise
-        raise InputError(flagged(str(err).splitlines()[0], *tables)) from None
+        raise InputError(str(err).splitlines()[0]) from None

@@ -9,14 +9,15 @@ from transformer.cli.common import (
     add_json,
     add_model_flags,
     emit_json,
-    flagged,
+    flag_names,
     overrides,
 )
 from transformer.config.choices import POOLING, PRECISIONS
+from transformer.config.field_error import ConfigError
 from transformer.config.presets import SHAPE_PRESETS
 from transformer.errors import InputError
 
-# memory's own flags whose field an estimate's error may name (see common.flagged)
+# memory's own flags whose field an estimate's error may name (see common.flag_names)
 MEMORY_FLAGS = tuple((f"--{name.replace('_', '-')}", name, str, "", ()) for name in (
     "batch_size", "max_tokens", "src_len", "tgt_len", "num_labels", "label_smoothing",
     "vocab_size", "precision"))
@@ -96,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
             decoder_only_d_ff=changes.get("d_ff"), measure=args.measure)
     except InputError:
         raise
-    except ValueError as err:  # a bad flag value or combination, in the flags' words
-        raise InputError(flagged(str(err).splitlines()[0], MODEL_FLAGS, MEMORY_FLAGS)) from None
+    except ConfigError as err:  # a bad flag value or combination, in the flags' words
+        raise InputError(err.named(flag_names(MODEL_FLAGS, MEMORY_FLAGS))) from None
+    except ValueError as err:
+        raise InputError(str(err).splitlines()[0]) from None
     if args.json:
         emit_json(result.to_dict())
     else:

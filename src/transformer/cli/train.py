@@ -21,6 +21,7 @@ from transformer.cli.common import (
     progress,
     set_threads,
 )
+from transformer.cli.training_run import add_resume, end_rank, refuse_beside_resume, resume_changes
 from transformer.config.choices import (
     ON_LONG,
     PRESETS,
@@ -30,8 +31,6 @@ from transformer.config.choices import (
     TRANSLATION_SCHEDULES,
 )
 from transformer.config.presets import TRANSLATION_PRESETS
-from transformer.config.runs import RESUME_FIELDS
-from transformer.errors import InputError
 
 # flags of the translation run only: flag, key, type, help, old spellings
 TRANSLATION_FLAGS = (
@@ -65,7 +64,7 @@ TRANSLATION_FLAGS = (
      ()),
 )
 FILE_FLAGS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
-# every flag whose field a configuration error may name (see common.flagged)
+# every flag whose field a configuration error may name (see common.flag_names)
 MESSAGE_FLAGS = (MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS,
                  tuple((f"--{name.replace('_', '-')}", name, str, "", ())
                        for name in ("data", *FILE_FLAGS, "data_dir")))
@@ -112,9 +111,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                        metavar=("B1", "B2"), help="Adam betas (default 0.9 0.98)")
     run = p.add_argument_group("run")
     run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/train)")
-    run.add_argument("--resume", metavar="RUN_DIR|auto", help="continue this run exactly; "
-                     "'auto': resume --out when it holds a checkpoint of this configuration, else "
-                     "start it (the same command for the first start and every restart)")
+    add_resume(p, run, what="on the data it names")
     run.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
     run.add_argument("--init-from", metavar="RUN_DIR", help="fine-tune: start from the weights of "
                      "this model directory (a run, or one made by transformer import marian) with "
@@ -159,47 +156,29 @@ def config_of(args: argparse.Namespace) -> object:
                           *MESSAGE_FLAGS)
 
 
-def end_rank(status: int) -> int:
-    """How a ``train`` process ends (the entry's ``end_process``): with ``status`` returned, or,
-    in a rank that joined a distributed group, the process ended here with it
-    (:func:`transformer.training.distributed.end_process`)."""
-    from transformer.training import distributed  # already imported by run_train
-
-    return distributed.end_process(status)
-
-
 def run_train(args: argparse.Namespace) -> int:
     from transformer.training import distributed
-    from transformer.training.train_translation import resume_translation, start_translation
+    from transformer.training.train_translation import (
+        resume_translation,
+        start_translation,
+        train_or_resume_translation,
+    )
 
     set_threads(args.threads)
     main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
     if not main_rank:
         logging.getLogger().setLevel(logging.WARNING)
-    changes = overrides(args)
     try:
         if args.resume == "auto":
-            from transformer.training.auto_resume import train_or_resume_translation
-
             config = config_of(args)
             summary = as_input_error(lambda: train_or_resume_translation(
                 config, run_dir=args.out or "runs/train", device=args.device,
                 progress=progress(args), init_from=args.init_from), *MESSAGE_FLAGS)
         elif args.resume is not None:
-            given = [flag_of(key, MODEL_FLAGS, RUN_FLAGS, TRANSLATION_FLAGS)
-                     for key in changes if key not in RESUME_FIELDS]
-            given += [f"--{name.replace('_', '-')}" for name in ("preset", "config", "out",
-                                                                 "init_from")
-                      if getattr(args, name) is not None]
-            if given:
-                raise InputError(
-                    f"--resume continues with the stored configuration; {given[0]} cannot change "
-                    f"(only {', '.join('--' + f.replace('_', '-') for f in RESUME_FIELDS)} can; "
-                    "--resume auto takes the whole command)"
-                )
-            stop = {key: changes.get(key) for key in RESUME_FIELDS}
+            refuse_beside_resume(args)
             summary = as_input_error(lambda: resume_translation(
-                args.resume, device=args.device, progress=progress(args), **stop), *MESSAGE_FLAGS)
+                args.resume, device=args.device, progress=progress(args), **resume_changes(args)),
+                *MESSAGE_FLAGS)
         else:
             config = config_of(args)
             summary = as_input_error(lambda: start_translation(

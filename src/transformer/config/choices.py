@@ -44,6 +44,9 @@ TASKS = ("translation", "classification")
 
 
 def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    """Raise ValueError naming ``name`` and the choices unless ``value`` is one of ``choices``."""
+    """Raise :class:`~transformer.config.field_error.ChoiceError` naming ``name`` and the choices
+    unless ``value`` is one of ``choices``."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        from transformer.config.field_error import ChoiceError
+
+        raise ChoiceError(name, value, choices)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformer.config.choices import PRECISIONS
+from transformer.config.choices import PRECISIONS, check_choice
+from transformer.config.field_error import ConfigError, Field
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class LoopConfig:
     """The knobs of the loop itself (model, optimizer and schedule are built by the caller)."""
 
     epochs: int | None = None
@@ -32,24 +33,18 @@ class TrainConfig:
     end_evals: int = 1
 
     def __post_init__(self) -> None:
+        """ConfigError naming the first bad field."""
         if self.epochs is None and self.max_steps is None and self.minutes is None:
-            raise ValueError("set at least one of epochs, max_steps or minutes")
-        for name in ("epochs", "max_steps", "patience"):
+            raise ConfigError("set at least one of ", Field("epochs"), ", ", Field("max_steps"),
+                              " or ", Field("minutes"))
+        for name, least in (("epochs", 1), ("max_steps", 1), ("patience", 1), ("accumulate", 1),
+                            ("log_every", 1), ("eval_every", 0), ("keep_last", 0),
+                            ("save_every", 0), ("max_bad_updates", 0), ("end_evals", 0)):
             value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
-        if self.minutes is not None and self.minutes <= 0:
-            raise ValueError(f"minutes must be positive, got {self.minutes}")
-        if self.accumulate < 1:
-            raise ValueError(f"accumulate must be at least 1, got {self.accumulate}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.eval_every < 0 or self.log_every < 1:
-            raise ValueError(f"bad eval_every={self.eval_every} or log_every={self.log_every}")
-        if self.keep_last < 0:
-            raise ValueError(f"keep_last must be at least 0, got {self.keep_last}")
-        if self.save_every < 0 or self.max_bad_updates < 0 or self.end_evals < 0:
-            raise ValueError(f"save_every, max_bad_updates and end_evals must be at least 0, got "
-                             f"{self.save_every}, {self.max_bad_updates} and {self.end_evals}")
-        if self.save_minutes is not None and self.save_minutes <= 0:
-            raise ValueError(f"save_minutes must be positive, got {self.save_minutes}")
+            if value is not None and value < least:
+                raise ConfigError(Field(name), f" must be at least {least}, got {value}")
+        for name in ("minutes", "save_minutes"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(Field(name), f" must be positive, got {value}")
+        check_choice("precision", self.precision, PRECISIONS)

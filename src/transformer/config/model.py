@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer.config.choices import ACTIVATIONS, POSITIONAL, POSITIONAL_LAYOUTS, check_choice
+from transformer.config.field_error import ConfigError, Field
 
 
 @dataclass(frozen=True)
@@ -48,37 +49,34 @@ class ModelConfig:
         def positive(name: str) -> None:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise ConfigError(Field(name), f" must be a positive integer, got {value!r}")
 
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
             positive(name)
         if self.num_encoder_layers < 1:
-            raise ValueError(f"num_encoder_layers must be at least 1, got {self.num_encoder_layers}")
+            raise ConfigError(Field("num_encoder_layers"), " must be at least 1, got "
+                              f"{self.num_encoder_layers}")
         if self.num_decoder_layers < 0:
-            raise ValueError(f"num_decoder_layers must be >= 0, got {self.num_decoder_layers}")
+            raise ConfigError(Field("num_decoder_layers"), f" must be >= 0, got {self.num_decoder_layers}")
         if self.d_model % self.num_heads != 0:
-            raise ValueError(
-                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
-            )
+            raise ConfigError(Field("d_model"), f"={self.d_model} is not divisible by ",
+                              Field("num_heads"), f"={self.num_heads}")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {p}")
+                raise ConfigError(Field(name), f" must be in [0, 1), got {p}")
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(
-                f"pad_id={self.pad_id} is outside the vocabularies "
-                f"(src {self.src_vocab_size}, tgt {self.tgt_vocab_size})"
-            )
+            raise ConfigError(Field("pad_id"), f"={self.pad_id} is outside the vocabularies "
+                              f"(src {self.src_vocab_size}, tgt {self.tgt_vocab_size})")
         check_choice("activation", self.activation, ACTIVATIONS)
         check_choice("positional", self.positional, POSITIONAL)
         check_choice("positional_layout", self.positional_layout, POSITIONAL_LAYOUTS)
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(
-                "share_embeddings needs one vocabulary: "
-                f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}"
-            )
+            raise ConfigError(Field("share_embeddings"), " needs one vocabulary: ",
+                              Field("src_vocab_size"), f"={self.src_vocab_size} != ",
+                              Field("tgt_vocab_size"), f"={self.tgt_vocab_size}")
         if self.layer_norm_eps <= 0:
-            raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps}")
+            raise ConfigError(Field("layer_norm_eps"), f" must be positive, got {self.layer_norm_eps}")
 
     @property
     def head_dim(self) -> int:
@@ -110,7 +108,7 @@ class ModelConfig:
                   else isinstance(value, int) and not isinstance(value, bool) if kind is int
                   else isinstance(value, kind))
             if not ok:
-                raise ValueError(f"{field.name} must be a {kind.__name__}, got {value!r}")
+                raise ConfigError(Field(field.name), f" must be a {kind.__name__}, got {value!r}")
         return cls(**data)
 
     # Presets. ``vocab_size`` sets both sides at once; any field can be overridden.

@@ -29,7 +29,8 @@ from transformer.config.choices import (
     check_choice,
 )
 from transformer.config.decoding import MAX_LEN_A, MAX_LEN_B
-from transformer.config.loop import TrainConfig
+from transformer.config.field_error import ConfigError, Field
+from transformer.config.loop import LoopConfig
 from transformer.config.model import ModelConfig
 from transformer.config.schedule import check_schedule
 
@@ -167,38 +168,42 @@ class TranslationTrainConfig(_RunConfig):
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig):
-            raise ValueError(f"model must be a ModelConfig, got {type(self.model).__name__}")
+            raise ConfigError(Field("model"), f" must be a ModelConfig, got {type(self.model).__name__}")
         self._sync_vocab()
         if self.clip_norm == 0:
             object.__setattr__(self, "clip_norm", None)
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
         if self.data is None and not (self.train_src and self.train_tgt) and not self.data_dir:
-            raise ValueError("give a corpus name (data), train_src and train_tgt files or a data_dir")
+            raise ConfigError("give a corpus name (", Field("data"), "), ", Field("train_src"), " and ",
+                              Field("train_tgt"), " files or a ", Field("data_dir"))
         if self.data_dir and (self.data is not None or self.train_src or self.train_tgt
                               or self.valid_src or self.valid_tgt):
-            raise ValueError("data_dir holds the training and validation data: give it alone, "
-                             "without data, train_src, train_tgt, valid_src or valid_tgt")
+            raise ConfigError(Field("data_dir"), " holds the training and validation data: give it "
+                              "alone, without ", Field("data"), ", ", Field("train_src"), ", ",
+                              Field("train_tgt"), ", ", Field("valid_src"), " or ", Field("valid_tgt"))
         if self.data is not None and self.data not in TRANSLATION_CORPORA:
-            raise ValueError(f"unknown corpus {self.data!r}; known: {', '.join(TRANSLATION_CORPORA)}")
+            raise ConfigError(f"unknown corpus {self.data!r} (", Field("data"),
+                              f"); known: {', '.join(TRANSLATION_CORPORA)}")
         if bool(self.valid_src) != bool(self.valid_tgt):
-            raise ValueError("give both valid_src and valid_tgt, or neither")
-        if self.max_tokens < 2 or self.vocab_size < 8 or self.bleu_sample < 0:
-            raise ValueError(
-                f"bad max_tokens={self.max_tokens}, vocab_size={self.vocab_size} or "
-                f"bleu_sample={self.bleu_sample}"
-            )
+            raise ConfigError("give both ", Field("valid_src"), " and ", Field("valid_tgt"), ", or neither")
+        for name, least in (("max_tokens", 2), ("vocab_size", 8), ("bleu_sample", 0)):
+            if getattr(self, name) < least:
+                raise ConfigError(Field(name), f" must be at least {least}, got {getattr(self, name)}")
         check_choice("on_long", self.on_long, ON_LONG)
         check_choice("model_type", self.model_type, TOKENIZER_TYPES)
         if self.average_last == 1 or self.average_last < 0:
-            raise ValueError(f"average_last must be 0 (off) or at least 2, got {self.average_last}")
+            raise ConfigError(Field("average_last"), " must be 0 (off) or at least 2, got "
+                              f"{self.average_last}")
         check_choice("metric", self.metric, TRANSLATION_METRICS)
         object.__setattr__(self, "valid_metrics", tuple(self.valid_metrics))
         for name in self.valid_metrics:
             check_choice("valid_metrics", name, TRANSLATION_METRICS)
         if self.metric not in self.valid_metrics:
-            raise ValueError(f"metric {self.metric!r} is not among valid_metrics {self.valid_metrics}")
+            raise ConfigError(Field("metric"), f" {self.metric!r} is not among ", Field("valid_metrics"),
+                              f" {self.valid_metrics}")
         if not 0.0 < self.character_coverage <= 1.0:
-            raise ValueError(f"character_coverage must be in (0, 1], got {self.character_coverage}")
+            raise ConfigError(Field("character_coverage"), " must be in (0, 1], got "
+                              f"{self.character_coverage}")
         check_choice("precision", self.precision, TRAINING_PRECISIONS)
         self.schedule_for(self.model.d_model)
         self.loop_config()
@@ -212,11 +217,11 @@ class TranslationTrainConfig(_RunConfig):
         check_schedule(**fields)
         return fields
 
-    def loop_config(self, precision: str | None = None) -> TrainConfig:
-        """The Trainer's loop settings (:class:`~transformer.config.loop.TrainConfig`); a time
+    def loop_config(self, precision: str | None = None) -> LoopConfig:
+        """The Trainer's loop settings (:class:`~transformer.config.loop.LoopConfig`); a time
         budget keeps the final evaluation's time, and the average's, in reserve. ``precision``: what runs
         (``self.precision`` resolved on the machine when it is ``auto``)."""
-        return TrainConfig(
+        return LoopConfig(
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
             accumulate=self.accumulate, clip_norm=self.clip_norm,
             precision=_concrete(precision or self.precision),
@@ -292,32 +297,34 @@ class ClassifierTrainConfig(_RunConfig):
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig):
-            raise ValueError(f"model must be a ModelConfig, got {type(self.model).__name__}")
+            raise ConfigError(Field("model"), f" must be a ModelConfig, got {type(self.model).__name__}")
         self._sync_vocab()
         if self.model.num_decoder_layers != 0:
-            raise ValueError("a classifier has no decoder: model.num_decoder_layers must be 0, "
-                             f"got {self.model.num_decoder_layers}")
+            raise ConfigError("a classifier has no decoder: ", Field("model.num_decoder_layers"),
+                              f" must be 0, got {self.model.num_decoder_layers}")
         check_choice("schedule", self.schedule, CLASSIFIER_SCHEDULES)
         if self.schedule == "linear" and self.epochs is None and self.max_steps is None:
-            raise ValueError("the linear schedule needs epochs or max_steps to plan its decay")
+            raise ConfigError("the linear schedule needs ", Field("epochs"), " or ", Field("max_steps"),
+                              " to plan its decay")
         check_choice("pos_weight", self.pos_weight, POS_WEIGHTS)
         check_choice("pooling", self.pooling, POOLING)
         check_choice("tokenizer_type", self.tokenizer_type, TOKENIZER_TYPES)
         for name in ("vocab_size", "batch_tokens", "warmup"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise ConfigError(Field(name), f" must be a positive integer, got {value!r}")
         if self.lr <= 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
+            raise ConfigError(Field("lr"), f" must be positive, got {self.lr}")
         if self.model.max_len > self.batch_tokens:
-            raise ValueError(f"batch_tokens={self.batch_tokens} is below max_len={self.model.max_len}")
+            raise ConfigError(Field("batch_tokens"), f"={self.batch_tokens} is below ",
+                              Field("model.max_len"), f"={self.model.max_len}")
         check_choice("precision", self.precision, TRAINING_PRECISIONS)
         self.loop_config()  # validates the loop fields
 
-    def loop_config(self, precision: str | None = None) -> TrainConfig:
-        """The Trainer's loop settings (:class:`~transformer.config.loop.TrainConfig`);
+    def loop_config(self, precision: str | None = None) -> LoopConfig:
+        """The Trainer's loop settings (:class:`~transformer.config.loop.LoopConfig`);
         ``precision`` as for translation."""
-        return TrainConfig(
+        return LoopConfig(
             epochs=self.epochs, max_steps=self.max_steps, minutes=self.minutes,
             clip_norm=self.clip_norm, eval_every=self.eval_every,
             precision=_concrete(precision or self.precision),

@@ -15,6 +15,7 @@ Shapes: B batch, T sequence length, D d_model, F d_ff, H heads, V vocabulary, L 
 
 from __future__ import annotations
 
+from transformer.config.field_error import ConfigError, Field
 from transformer.memory.estimate import MemoryEstimate, MemoryLine
 from transformer.memory.setting import FP32
 
@@ -45,10 +46,10 @@ def seed_formula_estimate(
                         ("vocab_size", vocab_size), ("batch_size", batch_size), ("seq_len", seq_len),
                         ("bytes_per_value", bytes_per_value)):
         if value < 1:
-            raise ValueError(f"{name} must be positive, got {value}")
+            raise ConfigError(Field(name), f" must be positive, got {value}")
     f = 4 * d_model if d_ff is None else d_ff
     if f < 1:
-        raise ValueError(f"d_ff must be positive, got {d_ff}")
+        raise ConfigError(Field("d_ff"), f" must be positive, got {d_ff}")
     d, v, n_layers, b, t = d_model, vocab_size, num_layers, batch_size, seq_len
     params = v * d + n_layers * (4 * d * d + 2 * d * f + 4 * d)
     acts = b * t * (2 * v + n_layers * (6 * d + 2 * f + num_heads * t))

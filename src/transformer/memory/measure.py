@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from transformer.config import ModelConfig
+from transformer.config.field_error import ConfigError, Field
 from transformer.memory.setting import check_step
 
 
@@ -138,9 +139,9 @@ def measure_training_peak(
                          precision=precision, device=dev.type, encoder_only=encoder_only,
                          pooling=pooling)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' requested but CUDA is not available")
+        raise ConfigError(Field("device"), " 'cuda' requested but CUDA is not available")
     if precision == "fp16" and dev.type != "cuda":
-        raise ValueError("precision 'fp16' needs a CUDA device; use 'bf16' on the CPU")
+        raise ConfigError(Field("precision"), " 'fp16' needs a CUDA device; use 'bf16' on the CPU")
 
     generator = torch.Generator().manual_seed(seed)
     model = _seeded_model(config, encoder_only=encoder_only, num_labels=num_labels,

@@ -6,6 +6,7 @@ Shapes: D d_model, F d_ff, V vocabulary, L layers.
 from __future__ import annotations
 
 from transformer.config import ModelConfig
+from transformer.config.field_error import ConfigError, Field
 
 
 def _sublayer_parameters(config: ModelConfig) -> tuple[int, int]:
@@ -38,11 +39,11 @@ def parameter_count(
     encoder = config.num_encoder_layers * enc_layer + final_norm
     if encoder_only:
         if num_labels < 1:
-            raise ValueError(f"num_labels must be at least 1, got {num_labels}")
+            raise ConfigError(Field("num_labels"), f" must be at least 1, got {num_labels}")
         cls = d if pooling == "cls" else 0
         return config.src_vocab_size * d + learned + cls + encoder + d * num_labels + num_labels
     if config.num_decoder_layers < 1:
-        raise ValueError("an encoder-decoder model needs num_decoder_layers >= 1")
+        raise ConfigError("an encoder-decoder model needs ", Field("num_decoder_layers"), " >= 1")
     embeddings = config.src_vocab_size * d
     if not config.share_embeddings:
         embeddings += config.tgt_vocab_size * d

@@ -4,7 +4,8 @@ the argument check, and the rows of a token-budgeted batch."""
 from __future__ import annotations
 
 from transformer.config import ModelConfig
-from transformer.config.choices import DEVICES, POOLING, PRECISIONS
+from transformer.config.choices import DEVICES, POOLING, PRECISIONS, check_choice
+from transformer.config.field_error import ConfigError, Field
 
 FP32 = 4  # bytes of a float32 value
 INT64 = 8  # bytes of a token id
@@ -26,21 +27,19 @@ def check_step(
     ``device`` is a device type (``cuda`` or ``cpu``). Raises ``ValueError`` naming the bad value:
     a precision, device or pooling outside their choices, a non-positive batch size or length,
     or a length over the model's ``max_len`` (one less for a classifier's CLS position)."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-    if pooling not in POOLING:
-        raise ValueError(f"pooling must be one of {POOLING}, got {pooling!r}")
+    check_choice("precision", precision, PRECISIONS)
+    check_choice("device", device, DEVICES)
+    check_choice("pooling", pooling, POOLING)
     tgt_len = src_len if tgt_len is None else tgt_len
     for name, value in (("batch_size", batch_size), ("src_len", src_len), ("tgt_len", tgt_len)):
         if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise ConfigError(Field(name), f" must be a positive integer, got {value!r}")
     longest = config.max_len - (1 if encoder_only and pooling == "cls" else 0)
     if src_len > longest:
-        raise ValueError(f"src_len={src_len} exceeds the model's max_len={longest}")
+        raise ConfigError(Field("src_len"), f"={src_len} exceeds the model's ", Field("max_len"), f"={longest}")
     if not encoder_only and tgt_len > config.max_len:
-        raise ValueError(f"tgt_len={tgt_len} exceeds the model's max_len={config.max_len}")
+        raise ConfigError(Field("tgt_len"), f"={tgt_len} exceeds the model's ", Field("max_len"),
+                          f"={config.max_len}")
     return tgt_len
 
 
@@ -52,5 +51,5 @@ def batch_for_tokens(max_tokens: int, *, src_len: int, tgt_len: int | None,
     encoder-only model."""
     width = src_len if encoder_only else max(src_len + 1, src_len if tgt_len is None else tgt_len)
     if max_tokens < width:
-        raise ValueError(f"max_tokens={max_tokens} is smaller than one row of {width} tokens")
+        raise ConfigError(Field("max_tokens"), f"={max_tokens} is smaller than one row of {width} tokens")
     return max_tokens // width

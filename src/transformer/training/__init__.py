@@ -18,11 +18,12 @@ tasks.
   the random generators' state; ``average``: checkpoint averaging.
 - ``distributed``: DDP under ``torchrun`` (gloo on CPU, nccl on GPU).
 - around a run: ``run_lock`` (one run per directory), ``preemption`` (SIGTERM and SIGINT),
-  ``reproducibility`` (threads and machine kind), ``auto_resume`` (``--resume auto``),
-  ``init_from`` (starting from a model directory's weights).
+  ``reproducibility`` (threads and machine kind), ``init_from`` (starting from a model
+  directory's weights), ``run_lifecycle`` (start, refuse or overwrite, resume and ``--resume
+  auto``, the same for both tasks).
 - runs end to end, each a recipe of named stages: ``train_translation`` (``transformer train``;
-  its tokenizers and model: ``translation_setup``, its data: ``text_inputs`` or
-  ``prepared_inputs``), ``train_classifier`` (``transformer classify train``; its data:
+  its tokenizers and model: ``translation_setup``, its data, chosen once: ``text_inputs`` or
+  ``data_dir_inputs``), ``train_classifier`` (``transformer classify train``; its data:
   ``classifier_inputs``), the stages both share (``stages``: precision, optimizer, training, the
   summary), ``demo`` (``transformer demo``).
 """

@@ -1,7 +1,7 @@
 """A run's budget: updates (``max_steps``), epochs or wall-clock ``minutes``, whichever ends first.
 
 The :class:`~transformer.training.trainer.Trainer` asks these pure functions of its settings
-(:class:`~transformer.config.loop.TrainConfig`) and counters
+(:class:`~transformer.config.loop.LoopConfig`) and counters
 (:class:`~transformer.training.loop_state.TrainState`) how much of the budget is used (which places
 a schedule's cool-down), whether to stop, and how long is left. ``reserve`` is the seconds a
 ``minutes`` budget keeps for the evaluations that follow the stop, so they end within it too.
@@ -9,12 +9,12 @@ a schedule's cool-down), whether to stop, and how long is left. ``reserve`` is t
 
 from __future__ import annotations
 
-from transformer.training.loop_state import TrainConfig, TrainState
+from transformer.training.loop_state import LoopConfig, TrainState
 
 STOP_REASONS = (None, "epochs", "max_steps", "minutes", "patience")
 
 
-def budget_used(config: TrainConfig, state: TrainState, *, elapsed: float, batches_per_epoch: int,
+def budget_used(config: LoopConfig, state: TrainState, *, elapsed: float, batches_per_epoch: int,
                 reserve: float) -> float:
     """The share of the budget used after ``elapsed`` seconds, from 0 to 1: the largest of
     updates / max_steps, epochs done / epochs and elapsed / (minutes minus ``reserve``)."""
@@ -28,7 +28,7 @@ def budget_used(config: TrainConfig, state: TrainState, *, elapsed: float, batch
     return min(1.0, max(shares))
 
 
-def stop_reason(config: TrainConfig, state: TrainState, *, elapsed: float,
+def stop_reason(config: LoopConfig, state: TrainState, *, elapsed: float,
                 reserve: float) -> str | None:
     """Why the run stops now (one of :data:`STOP_REASONS`), or None to go on."""
     if config.max_steps is not None and state.step >= config.max_steps:

@@ -50,17 +50,19 @@ class ClassifierInputs:
 
 def classifier_inputs(splits: dict[str, ClassificationData], config: ClassifierTrainConfig, *,
                       tokenizer: Tokenizer, max_len: int, pad_id: int, num_labels: int,
-                      multi_label: bool) -> ClassifierInputs:
+                      multi_label: bool, rank: int = 0, world_size: int = 1,
+                      validation: bool = True) -> ClassifierInputs:
     """``splits["train"]`` encoded to ``max_len`` tokens in batches of ``config.batch_tokens``
-    positions, and ``splits["valid"]`` (when present) encoded. InputError for a text with other
-    than one label when not ``multi_label``."""
+    positions (this ``rank``'s share of each epoch's batches), and with ``validation`` (rank 0)
+    ``splits["valid"]`` (when present) encoded. InputError for a text with other than one label
+    when not ``multi_label``."""
     train_data, valid_data = splits["train"], splits.get("valid")
     encoded = encode_classification(train_data, tokenizer, max_len=max_len)
     ids = [item[0] for item in encoded]
     labels = [item[1] for item in encoded]
     valid_ids: list[list[int]] = []
     valid_labels: list[list[int]] = []
-    if valid_data is not None:
+    if valid_data is not None and validation:
         valid_enc = encode_classification(valid_data, tokenizer, max_len=max_len)
         valid_ids = [item[0] for item in valid_enc]
         valid_labels = [item[1] for item in valid_enc]
@@ -79,6 +81,7 @@ def classifier_inputs(splits: dict[str, ClassificationData], config: ClassifierT
         collate=functools.partial(collate_classification, num_labels=num_labels,
                                   multi_label=multi_label, pad_id=pad_id),
         max_tokens=config.batch_tokens, max_sentences=config.max_sentences, seed=config.seed,
+        rank=rank, world_size=world_size,
     )
     return ClassifierInputs(data, valid_ids, valid_labels, pos_weight, train_examples=len(ids),
                             train_truncated=encoded.num_truncated)

@@ -69,13 +69,14 @@ class ClassifierModel:
 
 
 def setup_model(config: ClassifierTrainConfig, train: ClassificationData, *, labels: Labels,
-                init_from: str | Path | None, resumed: Path | None = None) -> ClassifierModel:
-    """A SentencePiece tokenizer trained on ``train``'s texts and a new classifier; or with
-    ``init_from`` that translation model's source tokenizer, and its embeddings and encoder
-    copied into the classifier; or the model and tokenizer of the run in ``resumed`` (its
-    weights come with the checkpoint)."""
+                init_from: str | Path | None,
+                resumed: tuple[Path, RunRecord] | None = None) -> ClassifierModel:
+    """A SentencePiece tokenizer trained on ``train``'s texts (by rank 0, sent to every rank) and
+    a new classifier; or with ``init_from`` that translation model's source tokenizer, and its
+    embeddings and encoder copied into the classifier; or the model and tokenizer of the
+    ``resumed`` run (its directory and record; its weights come with the checkpoint)."""
     if resumed is not None:
-        return _model_of_run(resumed)
+        return _model_of_run(*resumed)
     began = time.monotonic()
     origin = None
     if init_from is not None:
@@ -84,11 +85,7 @@ def setup_model(config: ClassifierTrainConfig, train: ClassificationData, *, lab
         origin = read_origin(init_from)
         tokenizer = origin.src_tokenizer
     else:
-        tokenizer = Tokenizer.train(
-            train.texts, vocab_size=config.vocab_size, model_type=config.tokenizer_type,
-            character_coverage=config.character_coverage, sample_size=config.tokenizer_sample,
-            seed=config.seed,
-        )
+        tokenizer = _train_tokenizer(config, train)
     tokenizer_s = time.monotonic() - began
     model = TransformerClassifier(config.model_config(src_vocab_size=tokenizer.vocab_size),
                                   num_labels=labels.count, pooling=config.pooling,
@@ -101,20 +98,36 @@ def setup_model(config: ClassifierTrainConfig, train: ClassificationData, *, lab
     return ClassifierModel(model, tokenizer, {"init_from": origin.record()}, tokenizer_s)
 
 
-def _model_of_run(run_dir: Path) -> ClassifierModel:
-    """The classifier and tokenizer of the run in ``run_dir``, to resume: the model is built from
-    ``config.json`` once the checkpoint's shapes were compared with it (its weights are loaded
-    with the rest of the checkpoint)."""
+def _train_tokenizer(config: ClassifierTrainConfig, train: ClassificationData) -> Tokenizer:
+    """A SentencePiece tokenizer of ``train``'s texts, trained by rank 0, the same on every rank."""
+    from transformer.training import distributed as D
+
+    info = D.current()
+    proto = None
+    if info.is_main:
+        tokenizer = Tokenizer.train(
+            train.texts, vocab_size=config.vocab_size, model_type=config.tokenizer_type,
+            character_coverage=config.character_coverage, sample_size=config.tokenizer_sample,
+            seed=config.seed,
+        )
+        if not info.is_distributed:
+            return tokenizer
+        proto = tokenizer.to_bytes()
+    return Tokenizer.from_bytes(D.broadcast_object(proto))
+
+
+def _model_of_run(run_dir: Path, record: RunRecord) -> ClassifierModel:
+    """The classifier and tokenizer of the run in ``run_dir`` (``record``: its config.json), to
+    resume: the model is built from the record once the checkpoint's shapes were compared with
+    it (its weights are loaded with the rest of the checkpoint)."""
     from transformer.model_dir import (
         WEIGHTS_FILE,
         build_checked,
         check_vocabulary,
         load_tokenizer_dir,
-        read_record,
     )
     from transformer.training.checkpoint import CHECKPOINT_DIR
 
-    record = read_record(run_dir)
     if record.classifier is None:
         raise InputError(f"{run_dir / CONFIG_FILE}: not a classifier run")
     tokenizer, _ = load_tokenizer_dir(run_dir)

@@ -1,8 +1,9 @@
 """A translation run's inputs from a prepared data directory (``train --data-dir``): the
 training batches read through memory maps, validation, and the manifest check on resume.
 
-    prepared = open_prepared(cfg, run_dir=run_dir, resume=resume)   # None without cfg.data_dir
-    inputs = prepared_inputs(prepared, cfg, max_len=model.config.max_len, rank=0, world_size=1)
+    source = open_prepared(cfg, resumed=None)                       # cfg.data_dir's PreparedSource
+    inputs = source.inputs(cfg, src_tokenizer=src, tgt_tokenizer=tgt, max_len=model.config.max_len,
+                           rank=0, world_size=1, validation=True)
     trainer = Trainer(..., train_data=inputs.data, ...)
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +22,52 @@ from transformer.data.prepared.directory import PreparedData
 from transformer.data.prepared.layout import MANIFEST
 from transformer.data.prepared.mixing import MixedEpochs
 from transformer.data.token_batch_sampler import TokenBatchSampler
+from transformer.data.tokenizer import Tokenizer
 from transformer.errors import InputError
-from transformer.model_dir import read_record
+from transformer.model_dir import RunRecord
 from transformer.training.text_inputs import TranslationInputs
 
 log = logging.getLogger(__name__)
 
 
-def open_prepared(cfg: TranslationTrainConfig, *, run_dir: Path, resume: bool) -> PreparedData | None:
-    """``cfg.data_dir`` opened (None when the run reads text files). On resume the directory's
-    manifest must be the one the run started with: another one is refused in one line."""
-    if cfg.data_dir is None:
-        return None
+def open_prepared(cfg: TranslationTrainConfig, *, resumed: RunRecord | None) -> PreparedSource:
+    """``cfg.data_dir`` opened. A ``resumed`` run (its record) must have started with this
+    directory's manifest: another one is refused in one line."""
+    assert cfg.data_dir is not None
     prepared = PreparedData.open(cfg.data_dir)
-    if resume:
-        started = read_record(run_dir).data.get("manifest_sha256")
+    if resumed is not None:
+        started = resumed.data.get("manifest_sha256")
         if started != prepared.manifest_sha256:
             raise InputError(
                 f"{Path(cfg.data_dir) / MANIFEST}: not the prepared data this run started with "
                 f"(manifest sha256 {prepared.manifest_sha256[:12]}, the run's "
                 f"{str(started)[:12]}); resume needs the same data, or start a new run")
-    return prepared
+    return PreparedSource(prepared)
+
+
+@dataclass(frozen=True)
+class PreparedSource:
+    """A translation run's data as a prepared directory (``train --data-dir``): the tokenizers
+    its ids were made with, and its pairs read through memory maps (what
+    :class:`~transformer.training.text_inputs.TextSource` is for parallel text)."""
+
+    prepared: PreparedData
+
+    def tokenizers(self, cfg: TranslationTrainConfig) -> tuple[Tokenizer, Tokenizer]:
+        """The tokenizers the directory's ids were made with."""
+        return self.prepared.tokenizers()
+
+    def check_tokenizers(self, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, *,
+                         where: str) -> None:
+        """InputError when a model's tokenizers (from ``where``) are not the directory's."""
+        check_tokenizers(self.prepared, src_tokenizer, tgt_tokenizer, where=where)
+
+    def inputs(self, cfg: TranslationTrainConfig, *, src_tokenizer: Tokenizer,
+               tgt_tokenizer: Tokenizer, max_len: int, rank: int, world_size: int,
+               validation: bool) -> TranslationInputs:
+        """:func:`prepared_inputs` of the directory (its ids are the tokenizers')."""
+        return prepared_inputs(self.prepared, cfg, max_len=max_len, rank=rank,
+                               world_size=world_size, validation=validation)
 
 
 def check_tokenizers(prepared: PreparedData, src_tok: Any, tgt_tok: Any, *, where: str) -> None:

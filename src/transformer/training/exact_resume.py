@@ -31,7 +31,7 @@ from transformer.training.checkpoint import (
     save_checkpoint,
     save_snapshot,
 )
-from transformer.training.loop_state import TrainConfig, TrainState
+from transformer.training.loop_state import LoopConfig, TrainState
 from transformer.training.reproducibility import arithmetic, restore_arithmetic
 from transformer.training.rng import rng_state, seed_everything, set_rng_state
 from transformer.training.schedule import (
@@ -114,7 +114,7 @@ def restore_trainer(trainer: Any) -> None:
                  torch.get_num_threads(), "" if torch.get_num_threads() == 1 else "s")
 
 
-def budget_of(config: TrainConfig) -> dict[str, Any]:
+def budget_of(config: LoopConfig) -> dict[str, Any]:
     """The budget of a run's loop settings: updates, epochs and minutes (None: not bounded by it)."""
     return {"max_steps": config.max_steps, "epochs": config.epochs, "minutes": config.minutes}
 

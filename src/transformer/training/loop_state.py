@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 # the loop's settings are configuration (config/ never imports training/); kept importable here
-from transformer.config.loop import TrainConfig as TrainConfig
+from transformer.config.loop import LoopConfig as LoopConfig
 
 
 class EpochData(Protocol):

@@ -23,9 +23,9 @@ import torch
 from torch import nn
 
 from transformer.model import Transformer, TransformerClassifier
-from transformer.precision import PrecisionChoice, resolve_precision
+from transformer.precision import PrecisionChoice, precision_for_model
 from transformer.training import distributed as D
-from transformer.training.loop_state import EpochData, TrainConfig, TrainResult
+from transformer.training.loop_state import EpochData, LoopConfig, TrainResult
 from transformer.training.metrics_file import MetricsLog
 from transformer.training.optimizer import ADAM_BETAS, ADAM_EPS, build_optimizer
 from transformer.training.schedule import LRSchedule, build_scheduler
@@ -39,11 +39,11 @@ def setup_precision(requested: str, *, model: nn.Module, device: torch.device | 
                     previous: Mapping[str, Any] | None = None) -> PrecisionChoice:
     """The training precision ``requested`` (auto, fp32, bf16, fp16) resolved for ``model`` on
     ``device``, logged. Under ``torchrun`` rank 0 probes and every rank takes its choice.
-    ``previous``: the choice a resumed run stored when it started (see ``resolve_precision``)."""
+    ``previous``: the choice a resumed run stored when it started (see ``precision_for_model``)."""
     info = D.current()
     precision = None
     if info.is_main:  # one probe, one choice for every rank
-        precision = resolve_precision(requested, model=model, device=device, training=True,
+        precision = precision_for_model(requested, model=model, device=device, training=True,
                                       previous=previous)
     if info.is_distributed:
         precision = D.broadcast_object(precision)
@@ -77,7 +77,7 @@ def metrics_log(run_dir: Path, *, tensorboard: bool, precision: PrecisionChoice)
 
 
 def train(*, model: nn.Module, task: Task, optimizer: torch.optim.Optimizer,
-          scheduler: torch.optim.lr_scheduler.LRScheduler, data: EpochData, loop: TrainConfig,
+          scheduler: torch.optim.lr_scheduler.LRScheduler, data: EpochData, loop: LoopConfig,
           run_dir: Path, save_best: Callable[[nn.Module, dict[str, float]], None],
           device: torch.device | str, progress: bool, resume: bool = False,
           metrics: MetricsLog | None = None) -> tuple[Trainer, TrainResult]:

@@ -25,7 +25,9 @@ from transformer.data.parallel import ParallelCorpus
 from transformer.data.prepared.mixing import MixedEpochs
 from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.data.tokenizer import Tokenizer
+from transformer.data.tokenizer_pair import train_tokenizers
 from transformer.errors import InputError
+from transformer.training import distributed as D
 
 log = logging.getLogger(__name__)
 
@@ -117,3 +119,48 @@ def text_inputs(splits: dict[str, ParallelCorpus], cfg: TranslationTrainConfig, 
             sources, inputs.bleu_references = bleu_sample(valid, k=cfg.bleu_sample, seed=cfg.seed)
             inputs.bleu_sources = [ids[:max_len] for ids in src_tokenizer.encode_batch(sources)]
     return inputs
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """A translation run's data as parallel text (``splits``: {"train", "valid"} corpora): its
+    tokenizers are trained on the training side, its pairs encoded with them (what
+    :class:`~transformer.training.data_dir_inputs.PreparedSource` is for a prepared directory)."""
+
+    splits: dict[str, ParallelCorpus]
+
+    def tokenizers(self, cfg: TranslationTrainConfig) -> tuple[Tokenizer, Tokenizer]:
+        """SentencePiece tokenizers trained on the training text by rank 0, the same on every
+        rank."""
+        train = self.splits["train"]
+        info = D.current()
+        pair = None
+        if info.is_main:
+            pair = train_tokenizers(train.src, train.tgt, vocab_size=cfg.vocab_size,
+                                    joint=cfg.joint, model_type=cfg.model_type,
+                                    byte_fallback=cfg.byte_fallback,
+                                    character_coverage=cfg.character_coverage, seed=cfg.seed)
+        if info.is_distributed:
+            return broadcast_tokenizers(pair)
+        assert pair is not None
+        return pair
+
+    def check_tokenizers(self, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, *,
+                         where: str) -> None:
+        """Text takes any tokenizers: nothing to check."""
+
+    def inputs(self, cfg: TranslationTrainConfig, *, src_tokenizer: Tokenizer,
+               tgt_tokenizer: Tokenizer, max_len: int, rank: int, world_size: int,
+               validation: bool) -> TranslationInputs:
+        """:func:`text_inputs` of the splits."""
+        return text_inputs(self.splits, cfg, src_tokenizer=src_tokenizer,
+                           tgt_tokenizer=tgt_tokenizer, max_len=max_len, rank=rank,
+                           world_size=world_size, validation=validation)
+
+
+def broadcast_tokenizers(pair: tuple[Tokenizer, Tokenizer] | None) -> tuple[Tokenizer, Tokenizer]:
+    """Rank 0's tokenizers on every rank (sent as SentencePiece model bytes)."""
+    protos = None if pair is None else (pair[0].to_bytes(), pair[1].to_bytes())
+    protos = D.broadcast_object(protos)
+    src = Tokenizer.from_bytes(protos[0])
+    return (src, src) if protos[1] == protos[0] else (src, Tokenizer.from_bytes(protos[1]))

@@ -12,7 +12,9 @@ directory.
 (:func:`~transformer.training.classifier_inputs.classifier_inputs`), the task, the optimizer and
 schedule (:func:`schedule_for`), the model directory (:class:`ClassifierWriter`), training, and
 the report on every split (:func:`report_splits`). The stages translation shares are
-:mod:`~transformer.training.stages`.
+:mod:`~transformer.training.stages`; starting, resuming and ``--resume auto`` are
+:mod:`~transformer.training.run_lifecycle`'s, with :class:`ClassifierRecipe`. Under ``torchrun``
+every rank trains on its shard of the batches and rank 0 alone writes.
 
 What it writes (the model directory of DESIGN.md): ``config.json`` with ``task:
 "classification"``, the model and classifier shape, the label names, the multi-label decision
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,25 +39,19 @@ import numpy as np
 import torch
 
 from transformer.atomic import atomic_write_text
-from transformer.config.runs import RESUME_FIELDS, ClassifierTrainConfig
+from transformer.config.runs import ClassifierTrainConfig
 from transformer.data.classification import ClassificationData
 from transformer.data.classification_splits import SplitRecipe
 from transformer.data.labels import LabelVocabulary
 from transformer.errors import InputError
-from transformer.model_dir import (
-    CONFIG_FILE,
-    RunRecord,
-    load_model_dir,
-    read_record,
-    save_model_dir,
-)
+from transformer.model_dir import RunRecord, load_model_dir, save_model_dir
 from transformer.precision import PrecisionChoice
-from transformer.training.checkpoint import has_checkpoint
+from transformer.training import distributed as D
+from transformer.training import run_lifecycle as lifecycle
 from transformer.training.classification_task import ClassificationTask
 from transformer.training.classifier_inputs import ClassifierInputs, classifier_inputs
 from transformer.training.classifier_setup import ClassifierModel, Labels, setup_labels, setup_model
 from transformer.training.rng import seed_everything
-from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule
 from transformer.training.stages import (
     metrics_log,
@@ -63,7 +60,8 @@ from transformer.training.stages import (
     setup_precision,
     train,
 )
-from transformer.training.tensorboard import TENSORBOARD_DIR, require_tensorboard
+from transformer.training.tensorboard import require_tensorboard
+from transformer.training.trainer import TrainResult
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +79,14 @@ def train_classifier(
     device: str | torch.device = "cpu",
     progress: bool = False,
     init_from: str | Path | None = None,
-    resume: bool = False,
+    resumed: RunRecord | None = None,
 ) -> dict[str, Any]:
     """Train on ``splits["train"]``, select and tune on ``splits["valid"]`` (when present), then
     report every split with the best model. Returns the summary also written to ``results.json``.
-    With ``resume``, continue the run in ``run_dir`` from its checkpoint, on the same ``splits``
-    (its labels, tokenizer and stored configuration are kept; ``config`` may change the budget).
+    With ``resumed`` (the run's record, :func:`~transformer.training.run_lifecycle.resumable`),
+    continue the run in ``run_dir`` from its checkpoint, on the same ``splits`` (its labels,
+    tokenizer and stored configuration are kept; ``config`` may change the budget). Under
+    ``torchrun`` each rank trains on its shard of the batches; rank 0 writes and reports.
 
     ``multi_label`` defaults to "some training text has other than one label". ``recipe`` and
     ``data_info`` (where the data came from) are stored in ``config.json`` for later evaluation.
@@ -98,20 +98,23 @@ def train_classifier(
     run_dir = Path(run_dir)
     if config.tensorboard:  # before any work: one line when the package is missing
         require_tensorboard()
-    stored = read_record(run_dir) if resume else None
+    info, dev = D.init_distributed(device=str(device))
+    stored, resume = resumed, resumed is not None
     labels = setup_labels(splits["train"], multi_label=multi_label, stored=stored)
     seed_everything(config.seed)
     built = setup_model(config, splits["train"], labels=labels, init_from=init_from,
-                        resumed=run_dir if resume else None)
-    model = built.model.to(device)
-    precision = setup_precision(config.precision, model=model, device=device,
+                        resumed=(run_dir, stored) if stored else None)
+    model = built.model.to(dev)
+    precision = setup_precision(config.precision, model=model, device=dev,
                                 previous=stored.section("precision") if stored else None)
     log.info("classifier: %d labels (%s), %s parameters, vocabulary %d", labels.count,
              "multi-label" if labels.multi_label else "single-label", f"{model.num_parameters():,}",
              built.tokenizer.vocab_size)
     inputs = classifier_inputs(splits, config, tokenizer=built.tokenizer,
                                max_len=model.max_tokens, pad_id=model.config.pad_id,
-                               num_labels=labels.count, multi_label=labels.multi_label)
+                               num_labels=labels.count, multi_label=labels.multi_label,
+                               rank=info.rank, world_size=info.world_size,
+                               validation=info.is_main)
     task = setup_task(config, inputs, labels=labels, pad_id=model.config.pad_id)
     optimizer, scheduler = setup_optimizer(
         model, schedule=schedule_for(config, d_model=model.config.d_model,
@@ -120,16 +123,28 @@ def train_classifier(
     writer = ClassifierWriter(run_dir, built, labels, task=task, config=stored_config(
         config, splits, labels=labels, precision=precision, recipe=recipe, data_info=data_info,
         built=built, stored=stored))
-    if not resume:  # the model directory is complete from the start: a resume can read it
+    if info.is_main and not resume:  # the model directory is complete from the start
         writer.save(model, None)
+    D.barrier()
     with metrics_log(run_dir, tensorboard=config.tensorboard, precision=precision) as metrics:
         _, result = train(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
                           data=inputs.data, loop=config.loop_config(precision.precision),
-                          run_dir=run_dir, save_best=writer.save, device=device,
+                          run_dir=run_dir, save_best=writer.save, device=dev,
                           progress=progress, resume=resume, metrics=metrics)
-    figures = report_splits(run_dir, splits, device=device)
-    summary = {
-        **run_summary(result, run_dir=run_dir, model=model, precision=precision),
+    figures = report_splits(run_dir, splits, device=dev) if info.is_main else {}
+    summary = {**run_summary(result, run_dir=run_dir, model=model, precision=precision),
+               **_figures(result, built=built, labels=labels, inputs=inputs, started=started),
+               "thresholds": writer.config["thresholds"], "splits": figures}
+    if info.is_main:
+        atomic_write_text(run_dir / RESULTS_FILE, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    D.barrier()
+    return {**summary, "world_size": info.world_size} if info.is_distributed else summary
+
+
+def _figures(result: TrainResult, *, built: ClassifierModel, labels: Labels,
+             inputs: ClassifierInputs, started: float) -> dict[str, Any]:
+    """The summary's figures of the classifier run: its labels, data, tokenizer and times."""
+    return {
         "multi_label": labels.multi_label,
         "num_labels": labels.count,
         "vocab_size": built.tokenizer.vocab_size,
@@ -139,11 +154,7 @@ def train_classifier(
         "train_s": round(result.elapsed_s, 1),
         "total_s": round(time.monotonic() - started, 1),
         "tokens_per_s": round(result.tokens_per_s),
-        "thresholds": writer.config["thresholds"],
-        "splits": figures,
     }
-    atomic_write_text(run_dir / RESULTS_FILE, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return summary
 
 
 # --- the data, the task and the schedule ----------------------------------------------------------
@@ -246,62 +257,107 @@ def report_splits(run_dir: Path, splits: dict[str, ClassificationData], *,
     return figures
 
 
-def train_classifier_run(
-    config: ClassifierTrainConfig,
-    *,
-    run_dir: str | Path,
-    overwrite: bool = False,
-    preset: str | None = None,
-    data: str | None = None,
-    train: str | None = None,
-    valid: str | None = None,
-    test: str | None = None,
-    columns: dict[str, Any] | None = None,
-    split_seed: int | None = None,
-    multi_label: bool | None = None,
-    device: str | torch.device = "cpu",
-    progress: bool = False,
-    init_from: str | Path | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ClassifierSources:
+    """What a classifier run is told to train on: a corpus by name (``data``) or files (``train``,
+    ``valid``, ``test``, read with ``columns``: text_column, label_column, format and
+    label_separator), the held-out splits' ``split_seed``, ``multi_label`` (None: detected) and
+    the ``preset`` named (recorded with the data)."""
+
+    data: str | None = None
+    train: str | None = None
+    valid: str | None = None
+    test: str | None = None
+    columns: dict[str, Any] = field(default_factory=dict)
+    split_seed: int | None = None
+    multi_label: bool | None = None
+    preset: str | None = None
+
+    def read(self) -> tuple[dict[str, ClassificationData], SplitRecipe, dict[str, Any]]:
+        """The splits, how the held-out ones were drawn, and config.json's ``data`` section
+        but the recipe and sizes (where the data came from)."""
+        from transformer.data.classification_splits import DEFAULT_SEED, resolve_splits
+
+        splits, recipe, info = resolve_splits(
+            data=self.data, train=self.train, valid=self.valid, test=self.test, **self.columns,
+            seed=self.split_seed if self.split_seed is not None else DEFAULT_SEED)
+        return splits, recipe, {**info, "preset": self.preset}
+
+
+@dataclass
+class ClassifierRecipe:
+    """The classifier task's stages for :mod:`~transformer.training.run_lifecycle`: train into
+    ``run_dir`` on ``device`` on the data ``sources`` name (a resume without them: the data the
+    run recorded, read again the same way), from ``init_from``'s encoder when given."""
+
+    run_dir: Path
+    sources: ClassifierSources | None = None
+    device: str | torch.device = "cpu"
+    progress: bool = False
+    init_from: str | Path | None = None
+    kind: lifecycle.RunKind = lifecycle.CLASSIFICATION
+    _read: tuple[dict[str, ClassificationData], SplitRecipe, dict[str, Any]] | None = field(
+        default=None, init=False, repr=False)
+
+    def given(self) -> tuple[dict[str, ClassificationData], SplitRecipe, dict[str, Any]]:
+        """The data ``sources`` name, read once."""
+        assert self.sources is not None
+        if self._read is None:
+            self._read = self.sources.read()
+        return self._read
+
+    def start(self, cfg: ClassifierTrainConfig) -> dict[str, Any]:
+        splits, recipe, info = self.given()
+        assert self.sources is not None
+        return train_classifier(splits, config=cfg, run_dir=self.run_dir,
+                                multi_label=self.sources.multi_label, recipe=recipe,
+                                data_info=info, device=self.device, progress=self.progress,
+                                init_from=self.init_from)
+
+    def resume(self, cfg: ClassifierTrainConfig, record: RunRecord) -> dict[str, Any]:
+        splits, recipe = self.given()[:2] if self.sources else recorded_splits(record)
+        return train_classifier(splits, config=cfg, run_dir=self.run_dir, recipe=recipe,
+                                device=self.device, progress=self.progress, resumed=record)
+
+    def check_same_data(self, record: RunRecord) -> None:
+        """InputError naming the first field of the data ``sources`` name (where it came from,
+        how it was split, its sizes, single- or multi-label) that differs from ``record``'s."""
+        splits, recipe, info = self.given()
+        given = {**info, "recipe": recipe.to_dict(), "sizes": {k: len(v) for k, v in splits.items()}}
+        differs = lifecycle.first_difference(lifecycle.plain(given),
+                                             lifecycle.plain(record.section("data") or {}),
+                                             prefix="data.")
+        assert self.sources is not None and record.classifier is not None
+        stored, multi_label = record.classifier.multi_label, self.sources.multi_label
+        if differs is None and multi_label not in (None, stored):
+            differs = f"multi_label (stored {stored!r}, given {multi_label!r})"
+        if differs is not None:
+            raise InputError(f"{record.source}: the run there was trained on other data: "
+                             f"{differs}; give the same data flags, or another --out")
+
+
+def train_classifier_run(config: ClassifierTrainConfig, *, run_dir: str | Path,
+                         sources: ClassifierSources, overwrite: bool = False,
+                         device: str | torch.device = "cpu", progress: bool = False,
+                         init_from: str | Path | None = None) -> dict[str, Any]:
     """``transformer classify train``: refuse (or with ``overwrite`` clear) a model already in
-    ``run_dir``, read the splits (a corpus by name, or files; ``columns`` holds text_column,
-    label_column, format and label_separator) and :func:`train_classifier` on them (from
+    ``run_dir``, read the data ``sources`` name and :func:`train_classifier` on it (from
     ``init_from``'s encoder when given)."""
-    run_dir = Path(run_dir)
-    with hold_run_dir(run_dir):
-        return _train_classifier_run(
-            config, run_dir=run_dir, overwrite=overwrite, preset=preset, data=data, train=train,
-            valid=valid, test=test, columns=columns, split_seed=split_seed,
-            multi_label=multi_label, device=device, progress=progress, init_from=init_from)
+    recipe = ClassifierRecipe(Path(run_dir), sources, device=device, progress=progress,
+                              init_from=init_from)
+    return lifecycle.start_run(recipe, config, overwrite=overwrite)
 
 
-def _train_classifier_run(config: ClassifierTrainConfig, *, run_dir: Path, overwrite: bool,
-                          preset: str | None, data: str | None, train: str | None,
-                          valid: str | None, test: str | None, columns: dict[str, Any] | None,
-                          split_seed: int | None, multi_label: bool | None,
-                          device: str | torch.device, progress: bool,
-                          init_from: str | Path | None = None) -> dict[str, Any]:
-    """:func:`train_classifier_run` once the run directory's lock is held."""
-    import shutil
-
-    from transformer.data.classification_splits import DEFAULT_SEED, resolve_splits
-
-    if init_from is not None and Path(init_from).resolve() == run_dir.resolve():
-        raise InputError(f"{run_dir}: --init-from and --out are the same directory")
-    if (run_dir / "config.json").exists():
-        if not overwrite:
-            raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it")
-        for name in ("metrics.jsonl", RESULTS_FILE):
-            (run_dir / name).unlink(missing_ok=True)
-        for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", TENSORBOARD_DIR):
-            shutil.rmtree(run_dir / name, ignore_errors=True)
-    splits, recipe, info = resolve_splits(
-        data=data, train=train, valid=valid, test=test, **(columns or {}),
-        seed=split_seed if split_seed is not None else DEFAULT_SEED,
-    )
-    return train_classifier(splits, config=config, run_dir=run_dir, multi_label=multi_label,
-                            recipe=recipe, data_info={**info, "preset": preset}, device=device,
-                            progress=progress, init_from=init_from)
+def train_or_resume_classifier(config: ClassifierTrainConfig, *, run_dir: str | Path,
+                               sources: ClassifierSources, device: str | torch.device = "cpu",
+                               progress: bool = False,
+                               init_from: str | Path | None = None) -> dict[str, Any]:
+    """``transformer classify train --resume auto``: resume ``run_dir`` when it holds a checkpoint
+    of this configuration on this data, else train from the start
+    (:func:`~transformer.training.run_lifecycle.start_or_resume`)."""
+    recipe = ClassifierRecipe(Path(run_dir), sources, device=device, progress=progress,
+                              init_from=init_from)
+    return lifecycle.start_or_resume(recipe, config)
 
 
 def resume_classifier(run_dir: str | Path, *, device: str | torch.device = "cpu",
@@ -310,26 +366,8 @@ def resume_classifier(run_dir: str | Path, *, device: str | torch.device = "cpu"
     exactly, holding its lock, on the data it recorded (read again the same way, and refused when
     it changed); ``stop`` may change epochs, max_steps, minutes or patience (a larger budget),
     save_every, save_minutes, max_bad_updates or tensorboard."""
-    run_dir = Path(run_dir)
-    with hold_run_dir(run_dir):
-        stored = read_record(run_dir)
-        if stored.is_translation or stored.classifier is None or not stored.training:
-            raise InputError(f"{run_dir / CONFIG_FILE}: not a classifier run that can be resumed "
-                             "(a translation run resumes with train --resume)")
-        if not has_checkpoint(run_dir):
-            raise InputError(f"{run_dir / 'checkpoint'}: no checkpoint to resume from")
-        bad = sorted(set(stop) - set(RESUME_FIELDS))
-        if bad:
-            raise ValueError(f"only {', '.join(RESUME_FIELDS)} can change on resume, not "
-                             f"{', '.join(bad)}")
-        try:
-            config = ClassifierTrainConfig.from_dict(stored.section("training"))
-        except (TypeError, ValueError) as err:
-            raise InputError(f"{run_dir / CONFIG_FILE}: bad training configuration: {err}") from None
-        config = config.replace(**{k: v for k, v in stop.items() if v is not None})
-        splits, recipe = recorded_splits(stored)
-        return train_classifier(splits, config=config, run_dir=run_dir, recipe=recipe,
-                                device=device, progress=progress, resume=True)
+    return lifecycle.resume_run(ClassifierRecipe(Path(run_dir), device=device, progress=progress),
+                                **stop)
 
 
 def recorded_splits(stored: RunRecord) -> tuple[dict[str, ClassificationData], SplitRecipe]:

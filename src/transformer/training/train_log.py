@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from transformer.training.loop_state import TrainConfig, TrainState
+from transformer.training.loop_state import LoopConfig, TrainState
 
 
 def clock(seconds: float) -> str:
@@ -48,7 +48,7 @@ def valid_line(state: TrainState, *, better: bool) -> str:
     return f"valid step {state.step} | {figures}" + (" | best" if better else "")
 
 
-def train_line(record: dict[str, Any], *, config: TrainConfig, eta: float | None) -> str:
+def train_line(record: dict[str, Any], *, config: LoopConfig, eta: float | None) -> str:
     """The log line of a ``train`` record of ``metrics.jsonl``, with the budget beside each
     figure it bounds: ``step 50/1000 | epoch 0.21/10 | loss 5.1234 | lr ... | 1m40s/30m00s``."""
     steps = f"/{config.max_steps}" if config.max_steps is not None else ""

@@ -6,10 +6,12 @@
 
 :func:`train_translation` is the recipe, its stages in order: the tokenizers and model
 (:func:`setup_model`: trained here, read from the run on resume, from ``init_from``, or the
-tokenizer a prepared data directory was made with), the precision, the data (:func:`setup_data`:
-a prepared directory or text), the task, the optimizer and schedule, the model directory
+tokenizer a prepared data directory was made with), the precision, the data (its source chosen
+once by :func:`~transformer.training.translation_setup.translation_source`: a prepared directory
+or text), the task, the optimizer and schedule, the model directory
 (:class:`ModelWriter`), training, and the average of the last snapshots (:func:`try_average`).
-The stages the classifier shares are :mod:`~transformer.training.stages`.
+The stages the classifier shares are :mod:`~transformer.training.stages`; starting, resuming and
+``--resume auto`` are :mod:`~transformer.training.run_lifecycle`'s, with :class:`TranslationRecipe`.
 
 What it writes into the run directory (DESIGN.md): ``config.json`` (model, tokenizer and training
 configuration, where the data came from), ``model.safetensors`` (best by validation BLEU),
@@ -22,24 +24,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from transformer.config.runs import RESUME_FIELDS, TranslationTrainConfig
+from transformer.config.runs import TranslationTrainConfig
 from transformer.data.parallel import ParallelCorpus
-from transformer.data.prepared.directory import PreparedData
 from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from transformer.errors import InputError
 from transformer.model import Transformer
-from transformer.model_dir import CONFIG_FILE, read_record, save_model_dir
+from transformer.model_dir import RunRecord, save_model_dir
 from transformer.precision import PrecisionChoice
 from transformer.training import distributed as D
-from transformer.training.checkpoint import has_checkpoint
-from transformer.training.data_dir_inputs import open_prepared, prepared_inputs
+from transformer.training import run_lifecycle as lifecycle
 from transformer.training.rng import seed_everything
-from transformer.training.run_lock import hold_run_dir
 from transformer.training.schedule import LRSchedule
 from transformer.training.stages import (
     metrics_log,
@@ -48,10 +47,15 @@ from transformer.training.stages import (
     setup_precision,
     train,
 )
-from transformer.training.tensorboard import TENSORBOARD_DIR, require_tensorboard
-from transformer.training.text_inputs import TranslationInputs, read_splits, text_inputs
+from transformer.training.tensorboard import require_tensorboard
+from transformer.training.text_inputs import TranslationInputs
 from transformer.training.trainer import Trainer, TrainResult
-from transformer.training.translation_setup import TranslationModel, setup_model
+from transformer.training.translation_setup import (
+    TranslationModel,
+    TranslationSource,
+    setup_model,
+    translation_source,
+)
 from transformer.training.translation_task import TranslationTask
 
 log = logging.getLogger(__name__)
@@ -64,15 +68,16 @@ def train_translation(
     splits: dict[str, ParallelCorpus] | None = None,
     device: str = "auto",
     progress: bool = False,
-    resume: bool = False,
+    resumed: RunRecord | None = None,
     extra_config: dict[str, Any] | None = None,
     init_from: Path | str | None = None,
 ) -> dict[str, Any]:
-    """Train (or with ``resume`` continue) a translation model into ``run_dir``; return a summary.
+    """Train (or continue the ``resumed`` run) a translation model into ``run_dir``; return a
+    summary.
 
     ``splits`` ({"train", "valid"} corpora) replaces loading the data ``cfg`` names. With
-    ``resume`` the tokenizers and model come from ``run_dir`` and training continues from its
-    checkpoint. ``init_from`` (a model directory: a run, or an imported model) starts from its
+    ``resumed`` (the run's record, :func:`~transformer.training.run_lifecycle.resumable`) the
+    tokenizers and model come from ``run_dir`` and training continues from its checkpoint. ``init_from`` (a model directory: a run, or an imported model) starts from its
     weights and tokenizers with a fresh optimizer and schedule; ``cfg`` must have its shape
     (:func:`transformer.training.init_from.translation_config_from` builds such a ``cfg``).
     ``extra_config`` is stored in ``config.json`` beside the training configuration.
@@ -82,22 +87,20 @@ def train_translation(
         require_tensorboard()
     info, dev = D.init_distributed(device=device)
     seed_everything(cfg.seed)
-    prepared = open_prepared(cfg, run_dir=run_dir, resume=resume)  # None unless cfg.data_dir
-    if splits is None and prepared is None:
-        splits = read_splits(cfg)
-    built = setup_model(cfg, run_dir=run_dir, resume=resume, init_from=init_from,
-                        prepared=prepared, splits=splits)
+    resume = resumed is not None
+    source = translation_source(cfg, splits=splits, resumed=resumed)
+    built = setup_model(cfg, run_dir=run_dir, resumed=resumed, init_from=init_from, source=source)
     model = built.model.to(dev)
     precision = setup_precision(cfg.precision, model=model, device=dev,
-                                previous=_started_precision(run_dir) if resume else None)
+                                previous=resumed.section("precision") if resumed else None)
     _log_model(cfg, model)
-    inputs = setup_data(cfg, built, prepared=prepared, splits=splits)
+    inputs = setup_data(cfg, built, source)
     task = setup_task(cfg, built, inputs)
     optimizer, scheduler = setup_optimizer(
         model, schedule=LRSchedule(**cfg.schedule_for(model.config.d_model)),
         betas=cfg.adam_betas, eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
     writer = ModelWriter(run_dir, built, config=stored_config(
-        cfg, run_dir=run_dir, resume=resume, precision=precision, inputs=inputs, built=built,
+        cfg, resumed=resumed, precision=precision, inputs=inputs, built=built,
         extra={**(extra_config or {}), **built.extra_config}))
     if info.is_main and not resume:
         # the model directory is complete from the start: resume and the other verbs can read it
@@ -116,11 +119,6 @@ def train_translation(
     return {**summary, "device": str(dev), "world_size": info.world_size}
 
 
-def _started_precision(run_dir: Path) -> dict[str, Any] | None:
-    """The precision choice the run in ``run_dir`` stored when it started, if any."""
-    return read_record(run_dir).section("precision")
-
-
 def _log_model(cfg: TranslationTrainConfig, model: Transformer) -> None:
     """One log line: the model's size, preset, shape and vocabularies."""
     shape = model.config
@@ -132,20 +130,14 @@ def _log_model(cfg: TranslationTrainConfig, model: Transformer) -> None:
 # --- the data and the task ------------------------------------------------------------------------
 
 
-def setup_data(cfg: TranslationTrainConfig, built: TranslationModel, *,
-               prepared: PreparedData | None,
-               splits: dict[str, ParallelCorpus] | None) -> TranslationInputs:
-    """This rank's training batches, and on rank 0 the validation batches and BLEU sample: from
-    the ``prepared`` directory, else from the text ``splits``, fitted to the model's positions."""
+def setup_data(cfg: TranslationTrainConfig, built: TranslationModel,
+               source: TranslationSource) -> TranslationInputs:
+    """This rank's training batches, and on rank 0 the validation batches and BLEU sample, from
+    ``source`` with the model's tokenizers, fitted to the model's positions."""
     info = D.current()
-    max_len = built.model.config.max_len
-    if prepared is not None:
-        return prepared_inputs(prepared, cfg, max_len=max_len, rank=info.rank,
-                               world_size=info.world_size, validation=info.is_main)
-    assert splits is not None
-    return text_inputs(splits, cfg, src_tokenizer=built.src_tokenizer,
-                       tgt_tokenizer=built.tgt_tokenizer, max_len=max_len, rank=info.rank,
-                       world_size=info.world_size, validation=info.is_main)
+    return source.inputs(cfg, src_tokenizer=built.src_tokenizer, tgt_tokenizer=built.tgt_tokenizer,
+                         max_len=built.model.config.max_len, rank=info.rank,
+                         world_size=info.world_size, validation=info.is_main)
 
 
 def setup_task(cfg: TranslationTrainConfig, built: TranslationModel,
@@ -163,15 +155,15 @@ def setup_task(cfg: TranslationTrainConfig, built: TranslationModel,
 # --- the model directory --------------------------------------------------------------------------
 
 
-def stored_config(cfg: TranslationTrainConfig, *, run_dir: Path, resume: bool,
+def stored_config(cfg: TranslationTrainConfig, *, resumed: RunRecord | None,
                   precision: PrecisionChoice, inputs: TranslationInputs,
                   built: TranslationModel, extra: dict[str, Any]) -> dict[str, Any]:
     """``config.json`` but the model's shape (which :func:`save_model_dir` adds): the task, the
     training configuration, the precision, where the data came from, the tokenizers' settings
-    and the ``extra`` sections. A resumed run keeps what it stored when it started (data sizes,
-    extra sections) with the configuration and precision it continues with."""
-    if resume:
-        stored = {**read_record(run_dir).to_dict(), "training": cfg.to_dict(),
+    and the ``extra`` sections. A ``resumed`` run keeps what it stored when it started (data
+    sizes, extra sections) with the configuration and precision it continues with."""
+    if resumed is not None:
+        stored = {**resumed.to_dict(), "training": cfg.to_dict(),
                   "precision": precision.to_dict()}
         stored.pop("model", None)
         return stored
@@ -256,33 +248,27 @@ def summarize(result: TrainResult, *, run_dir: Path, model: Transformer,
     }
 
 
-def resume_translation(run_dir: Path | str, *, device: str = "auto", progress: bool = False,
-                       **stop: Any) -> dict[str, Any]:
-    """Continue the run in ``run_dir`` exactly, holding its lock; ``stop`` may change epochs,
-    max_steps, minutes or patience (e.g. a larger budget), save_every, save_minutes or
-    max_bad_updates."""
-    with hold_run_dir(run_dir):
-        return resume_unlocked(Path(run_dir), device=device, progress=progress, **stop)
+@dataclass
+class TranslationRecipe:
+    """The translation task's stages for :mod:`~transformer.training.run_lifecycle`: train into
+    ``run_dir`` on ``device`` (from ``init_from``'s weights when given)."""
 
+    run_dir: Path
+    device: str = "auto"
+    progress: bool = False
+    init_from: Path | str | None = None
+    kind: lifecycle.RunKind = lifecycle.TRANSLATION
 
-def resume_unlocked(run_dir: Path, *, device: str, progress: bool, **stop: Any) -> dict[str, Any]:
-    """:func:`resume_translation` for a caller that holds the lock."""
-    stored = read_record(run_dir)
-    if not stored.is_translation or not stored.training:
-        raise InputError(f"{run_dir / CONFIG_FILE}: not a translation run that can be resumed")
-    if not has_checkpoint(run_dir):
-        raise InputError(f"{run_dir / 'checkpoint'}: no checkpoint to resume from")
-    bad = sorted(set(stop) - set(RESUME_FIELDS))
-    if bad:
-        raise ValueError(f"only {', '.join(RESUME_FIELDS)} can change on resume, not {', '.join(bad)}")
-    try:
-        cfg = TranslationTrainConfig.from_dict(stored.section("training"))
-    except (TypeError, ValueError) as err:
-        raise InputError(f"{run_dir / CONFIG_FILE}: bad training configuration: {err}") from None
-    # a new budget the run's settings cannot take (a cool-down longer than max_steps) is the
-    # caller's fault, not the file's: a ValueError naming the field (the command line's flag)
-    cfg = cfg.replace(**{k: v for k, v in stop.items() if v is not None})
-    return train_translation(cfg, run_dir=run_dir, device=device, progress=progress, resume=True)
+    def start(self, cfg: TranslationTrainConfig) -> dict[str, Any]:
+        return train_translation(cfg, run_dir=self.run_dir, device=self.device,
+                                 progress=self.progress, init_from=self.init_from)
+
+    def resume(self, cfg: TranslationTrainConfig, record: RunRecord) -> dict[str, Any]:
+        return train_translation(cfg, run_dir=self.run_dir, device=self.device,
+                                 progress=self.progress, resumed=record)
+
+    def check_same_data(self, record: RunRecord) -> None:
+        """A translation run's data is its configuration's (compared already)."""
 
 
 def start_translation(cfg: TranslationTrainConfig, *, run_dir: Path | str, overwrite: bool = False,
@@ -290,26 +276,24 @@ def start_translation(cfg: TranslationTrainConfig, *, run_dir: Path | str, overw
                       init_from: Path | str | None = None) -> dict[str, Any]:
     """``transformer train``: hold ``run_dir``'s lock, refuse (or with ``overwrite`` clear) a model
     already there, then :func:`train_translation` (from ``init_from``'s weights when given)."""
-    with hold_run_dir(run_dir):
-        return start_unlocked(cfg, run_dir=Path(run_dir), overwrite=overwrite, device=device,
-                              progress=progress, init_from=init_from)
+    recipe = TranslationRecipe(Path(run_dir), device=device, progress=progress, init_from=init_from)
+    return lifecycle.start_run(recipe, cfg, overwrite=overwrite)
 
 
-def start_unlocked(cfg: TranslationTrainConfig, *, run_dir: Path, overwrite: bool, device: str,
-                   progress: bool, init_from: Path | str | None = None) -> dict[str, Any]:
-    """:func:`start_translation` for a caller that holds the lock."""
-    import shutil
+def resume_translation(run_dir: Path | str, *, device: str = "auto", progress: bool = False,
+                       **stop: Any) -> dict[str, Any]:
+    """Continue the run in ``run_dir`` exactly, holding its lock; ``stop`` may change epochs,
+    max_steps, minutes or patience (e.g. a larger budget), save_every, save_minutes,
+    max_bad_updates or tensorboard."""
+    recipe = TranslationRecipe(Path(run_dir), device=device, progress=progress)
+    return lifecycle.resume_run(recipe, **stop)
 
-    if init_from is not None and Path(init_from).resolve() == run_dir.resolve():
-        raise InputError(f"{run_dir}: --init-from and --out are the same directory; fine-tune "
-                         "into another one")
-    if (run_dir / CONFIG_FILE).exists() and not overwrite:
-        raise InputError(f"{run_dir} already holds a model; pass --overwrite to replace it or "
-                         f"--resume {run_dir} to continue it")
-    if overwrite:
-        for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "snapshots", "metrics.jsonl",
-                     TENSORBOARD_DIR):
-            path = run_dir / name
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    return train_translation(cfg, run_dir=run_dir, device=device, progress=progress,
-                             init_from=init_from)
+
+def train_or_resume_translation(cfg: TranslationTrainConfig, *, run_dir: Path | str,
+                                device: str = "auto", progress: bool = False,
+                                init_from: Path | str | None = None) -> dict[str, Any]:
+    """``transformer train --resume auto``: resume ``run_dir`` when it holds a checkpoint of
+    ``cfg``'s run, else train ``cfg`` from the start
+    (:func:`~transformer.training.run_lifecycle.start_or_resume`)."""
+    recipe = TranslationRecipe(Path(run_dir), device=device, progress=progress, init_from=init_from)
+    return lifecycle.start_or_resume(recipe, cfg)

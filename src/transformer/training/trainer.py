@@ -35,7 +35,7 @@ from transformer.model_dir import unwrap
 from transformer.training import budget as B
 from transformer.training import distributed as D
 from transformer.training.exact_resume import restore_trainer, write_trainer_checkpoint
-from transformer.training.loop_state import EpochData, TrainConfig, TrainResult, TrainState
+from transformer.training.loop_state import EpochData, LoopConfig, TrainResult, TrainState
 from transformer.training.metrics_file import MetricsLog
 from transformer.training.model_selection import record_evaluation
 from transformer.training.preemption import Preemption, exit_status
@@ -72,7 +72,7 @@ class Trainer:
         task: Task,
         optimizer: torch.optim.Optimizer,
         train_data: EpochData,
-        config: TrainConfig,
+        config: LoopConfig,
         scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
         run_dir: Path | str | None = None,
         save_best: Callable[[nn.Module, dict[str, float]], None] | None = None,
@@ -226,6 +226,8 @@ class Trainer:
                     last_save = clock()
                 if signum:
                     raise self._preempted(signum)
+            if plan_epoch == -1 and st.batch_index:  # resumed and stopped at once: mid-epoch,
+                n = self.epoch_plan(st.epoch)[1]     # the epochs done count this epoch's batches
             if st.last_eval_step != st.step:
                 self._evaluate_and_save(n)
         assert stopped_by is not None
