@@ -144,3 +144,21 @@ def save_random_marian(directory: Path, source: bytes, target: bytes, *, tags: t
     (directory / "target.spm").write_bytes(target)
     (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
     return model, vocab
+
+
+def stop_with_sigterm(proc, ready, *, timeout: float) -> str:
+    """Wait until ``ready()`` (failing if the process ``proc`` ends first, with its stderr's end,
+    or ``timeout`` seconds pass), send it SIGTERM and return its stderr once it has exited 143 (a
+    run's exit on a signal)."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    return err

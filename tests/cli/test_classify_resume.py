@@ -8,17 +8,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from helpers import assert_same, logged_step, model_of
+from helpers import assert_same, logged_step, model_of, stop_with_sigterm
 from transformer.cli import main
 from transformer.training.checkpoint import load_checkpoint
 
@@ -79,14 +77,7 @@ def test_a_run_stopped_by_sigterm_and_resumed_ends_as_a_straight_run(tmp_path, w
     proc = subprocess.Popen([sys.executable, "-m", "transformer", *classify_args(run, *args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-    deadline = time.monotonic() + 180
-    while not ready(run):
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err[-2000:]
+    err = stop_with_sigterm(proc, lambda: ready(run), timeout=180)
     assert "SIGTERM" in err and "Traceback" not in err
     step = load_checkpoint(run, model=model_of(run))["trainer"]["step"]
     assert 0 < step < 120 and (step < 40 or when == "mid-run")
