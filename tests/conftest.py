@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,6 +16,8 @@ import torch
 from transformer import ModelConfig, Transformer
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "tests") not in sys.path:  # tests/helpers.py, for ``from helpers import ...``
+    sys.path.insert(0, str(REPO / "tests"))
 
 
 @pytest.fixture(scope="session")
@@ -248,6 +251,13 @@ def number_tokenizer():
     numbers = range(1, 400)
     texts = [english_number(n) for n in numbers] + [german_number(n) for n in numbers]
     return Tokenizer.train(texts, vocab_size=60, byte_fallback=False)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(number_tokenizer):
+    """The number tokenizer, under the name the folders' tests use; a folder whose tests need
+    another one (visualization/: sentences, BPE) defines its own."""
+    return number_tokenizer
 
 
 # what a metrics.jsonl record says about where it is rather than about the model: not a curve

@@ -10,25 +10,19 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 
-from transformer import ModelConfig, Transformer
+from helpers import save_translator
 from transformer.cli import main
-from transformer.data.builtin_task import english_number, german_number
-from transformer.model_dir import load_model_dir, save_model_dir
+from transformer.data.builtin_task import english_number
+from transformer.model_dir import load_model_dir
 
 
 def make_run(path: Path, tokenizer, *, seed: int = 0, **overrides) -> Path:
     """A model directory holding a random tiny Transformer (outputs are arbitrary but depend on
     the input, which is all that order and batching tests need)."""
-    torch.manual_seed(seed)
-    shape = dict(d_model=32, d_ff=64, num_heads=4, num_encoder_layers=1, num_decoder_layers=2,
-                 dropout=0.0, max_len=48)
-    model = Transformer(ModelConfig.tiny(tokenizer.vocab_size, **{**shape, **overrides}))
     config = {"training": {"decode_max_len_a": 1.0, "decode_max_len_b": 4, "src_lang": "en",
                            "tgt_lang": "de", "data": "multi30k"}}
-    save_model_dir(path, model, config=config, src_tokenizer=tokenizer, tgt_tokenizer=tokenizer)
-    return path
+    return save_translator(path, tokenizer, seed=seed, config=config, **overrides)
 
 
 def numbers(count: int, *, seed: int = 0, empty_every: int = 0) -> list[str]:
@@ -96,14 +90,6 @@ def _tok(run_dir: Path):
 def cli() -> SimpleNamespace:
     """The helpers above, for the test modules (which cannot import this conftest)."""
     return SimpleNamespace(make_run=make_run, numbers=numbers, write=write, read=read, one_line_error=one_line_error, data_flags=data_flags, json_out=json_out, error_line=error_line, copy_run=copy_run, TINY=TINY, _tok=_tok)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    from transformer.data.tokenizer import Tokenizer
-
-    texts = [english_number(n) for n in range(1, 300)] + [german_number(n) for n in range(1, 300)]
-    return Tokenizer.train(texts, vocab_size=60, byte_fallback=False)
 
 
 @pytest.fixture(scope="module")

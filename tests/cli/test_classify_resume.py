@@ -9,16 +9,15 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from helpers import assert_same, logged_step, model_of, stop_with_sigterm
 from transformer.cli import main
 from transformer.training.checkpoint import load_checkpoint
 
@@ -42,12 +41,6 @@ def classify_args(run: Path, *extra: str, train: Path = EXAMPLES / "topics-train
             "--out", str(run), "--eval-every", "4", *extra]
 
 
-def _model(run: Path):
-    from transformer.model_dir import build_model, read_config
-
-    return build_model(read_config(run))
-
-
 def _untimed(value):
     if isinstance(value, dict):
         return {k: _untimed(v) for k, v in value.items() if k not in TIMING}
@@ -59,7 +52,7 @@ def _untimed(value):
 def end_state(run: Path) -> dict:
     """What an exact resume repeats to the last bit: the checkpoint (timings left out), the best
     model, config.json (thresholds, best validation), the metrics and results without timings."""
-    state = load_checkpoint(run, model=_model(run))
+    state = load_checkpoint(run, model=model_of(run))
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     return {"weights": load_file(str(run / "checkpoint" / "model.safetensors")),
             "best": load_file(str(run / "model.safetensors")),
@@ -70,36 +63,10 @@ def end_state(run: Path) -> dict:
             **{key: _untimed(state[key]) for key in ("trainer", "optimizer", "scheduler", "rng")}}
 
 
-def assert_equal(a, b, where: str = "") -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_equal(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list | tuple):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_equal(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
-
-
-def _logged_step(run: Path) -> int:
-    path = run / "metrics.jsonl"
-    steps = [0]
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        try:
-            steps.append(json.loads(line)["step"])
-        except (json.JSONDecodeError, KeyError):  # a line being written
-            continue
-    return max(steps)
-
-
 # when the signal is sent (the run logs at each validation): after 8 updates, at validations every
 # 4; or once the first checkpoint is written, at validations every 40: before the first validation
 # has written the best model (the model directory is written at the start for this)
-SIGTERMS = {"mid-run": ("4", lambda run: _logged_step(run) >= 8),
+SIGTERMS = {"mid-run": ("4", lambda run: logged_step(run) >= 8),
             "before the first validation": ("40", lambda run: (run / "checkpoint").is_dir())}
 
 
@@ -114,23 +81,16 @@ def test_a_run_stopped_by_sigterm_and_resumed_ends_as_a_straight_run(tmp_path, w
     proc = subprocess.Popen([sys.executable, "-m", "transformer", *command],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-    deadline = time.monotonic() + 180
-    while not ready(run):
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err[-2000:]
+    err = stop_with_sigterm(proc, lambda: ready(run), timeout=180)
     assert "SIGTERM" in err and "Traceback" not in err
-    step = load_checkpoint(run, model=_model(run))["trainer"]["step"]
+    step = load_checkpoint(run, model=model_of(run))["trainer"]["step"]
     assert 0 < step < 120 and (step < 40 or when == "mid-run")
     if resume == "auto":
         assert main(command) == 0
     else:
         assert main(["classify", "train", "--resume", str(run), "--no-progress"]) == 0
     assert main(classify_args(straight, *args)) == 0
-    assert_equal(end_state(straight), end_state(run))
+    assert_same(end_state(straight), end_state(run))
 
 
 def test_a_finished_run_resumed_with_a_larger_budget_ends_as_one_run_of_it(tmp_path, capsys):
@@ -142,7 +102,7 @@ def test_a_finished_run_resumed_with_a_larger_budget_ends_as_one_run_of_it(tmp_p
                  "--no-progress"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == 12 and summary["run_dir"] == str(run)
-    assert_equal(end_state(straight), end_state(run))
+    assert_same(end_state(straight), end_state(run))
 
 
 def test_resume_auto_starts_then_continues_to_the_weights_of_a_straight_run(tmp_path, capsys):

@@ -19,6 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from helpers import assert_same, model_of
 from transformer.cli import main
 from transformer.training.checkpoint import CHECKPOINT_DIR, load_checkpoint
 from transformer.training.run_lock import LOCK_FILE, read_holder
@@ -26,12 +27,6 @@ from transformer.training.run_lock import LOCK_FILE, read_holder
 
 def weights(run: Path, name: str = "checkpoint/model.safetensors") -> dict[str, torch.Tensor]:
     return load_file(str(run / name))
-
-
-def assert_same(a: dict, b: dict) -> None:
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
 
 
 def train_args(cli, number_files, run: Path, *extra: str, eval_every: int = 4) -> list[str]:
@@ -120,7 +115,7 @@ def test_sigterm_checkpoints_the_update_under_way_and_resume_auto_is_exact(
     assert proc.returncode == 143, err[-2000:]
     lines = [line for line in err.splitlines() if line.startswith("transformer:")]
     assert len(lines) == 1 and "SIGTERM" in lines[0] and "Traceback" not in err
-    step = load_checkpoint(run, model=_model(run))["trainer"]["step"]
+    step = load_checkpoint(run, model=model_of(run))["trainer"]["step"]
     assert step == at_signal and step < n  # the checkpoint holds the last update logged
     assert main(args) == 0
     assert main(train_args(cli, number_files, straight, "--max-steps", str(n), eval_every=100)) == 0
@@ -152,7 +147,7 @@ def keep_threads():
 def end_state(run: Path) -> dict:
     """Everything a run ends with that an exact resume repeats to the last bit: the checkpoint's
     weights and state (timings left out), the best model, the metrics lines without timings."""
-    state = load_checkpoint(run, model=_model(run))
+    state = load_checkpoint(run, model=model_of(run))
     for key in ("elapsed_s", "eval_s"):
         state["trainer"].pop(key)
     timing = {"elapsed_s", "tokens_per_s", "eta_s"}
@@ -160,21 +155,6 @@ def end_state(run: Path) -> dict:
                for line in (run / "metrics.jsonl").read_text().splitlines()]
     return {"weights": weights(run), "best": weights(run, "model.safetensors"), "metrics": metrics,
             **{key: state[key] for key in ("trainer", "optimizer", "scheduler", "rng")}}
-
-
-def assert_equal(a, b, where: str = "") -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_equal(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list | tuple):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_equal(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 # signal, sent once this update is logged, --save-every, how the resume runs
@@ -203,7 +183,7 @@ def test_a_killed_run_resumed_on_more_threads_ends_as_a_straight_run(
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == (143 if signum == signal.SIGTERM else -signal.SIGKILL), err[-2000:]
-    state = load_checkpoint(run, model=_model(run))["trainer"]
+    state = load_checkpoint(run, model=model_of(run))["trainer"]
     assert 0 < state["step"] < 60
     if signum == signal.SIGTERM:
         assert state["step"] == logged_step(run)  # the update under way, checkpointed
@@ -220,8 +200,8 @@ def test_a_killed_run_resumed_on_more_threads_ends_as_a_straight_run(
         torch.set_num_threads(2)
         assert main(resume) == 0
         assert torch.get_num_threads() == 1
-    assert load_checkpoint(run, model=_model(run))["arithmetic"][0]["threads"] == 1
-    assert_equal(end_state(straight_run), end_state(run))
+    assert load_checkpoint(run, model=model_of(run))["arithmetic"][0]["threads"] == 1
+    assert_same(end_state(straight_run), end_state(run))
 
 
 def test_a_second_signal_exits_at_once_leaving_a_loadable_directory(cli, number_files, tmp_path):
@@ -240,7 +220,7 @@ def test_a_second_signal_exits_at_once_leaving_a_loadable_directory(cli, number_
     # mostly "again: exiting at once"; when the checkpoint was quicker than the second signal,
     # the first one's orderly stop: either way 143 and a loadable checkpoint
     assert proc.returncode == 143 and "Traceback" not in err
-    assert load_checkpoint(run, model=_model(run))["trainer"]["step"] >= 2
+    assert load_checkpoint(run, model=model_of(run))["trainer"]["step"] >= 2
 
 
 def test_a_second_writer_is_refused_naming_the_first(cli, number_files, tmp_path, capsys):
@@ -279,14 +259,8 @@ def test_a_failed_checkpoint_write_is_one_line_and_keeps_the_previous_checkpoint
     assert str(run / CHECKPOINT_DIR) in line and "No space left on device" in line
     monkeypatch.undo()
     assert_same(before, weights(run))
-    assert load_checkpoint(run, model=_model(run))["trainer"]["step"] == 4
+    assert load_checkpoint(run, model=model_of(run))["trainer"]["step"] == 4
     assert not (run / "checkpoint.tmp").exists()
-
-
-def _model(run: Path):
-    from transformer.model_dir import build_model, read_config
-
-    return build_model(read_config(run))
 
 
 @pytest.mark.parametrize("command", [
@@ -330,6 +304,6 @@ def test_a_fine_tuned_run_resumed_ends_as_a_straight_one(cli, number_files, trai
     ends = [end_state(resumed), end_state(straight)]
     for end in ends:  # the planned total is the budget each command gave (no cool-down uses it)
         end["scheduler"]["lr_lambdas"][0].pop("total")
-    assert_equal(*ends)
+    assert_same(*ends)
     assert json.loads((resumed / "config.json").read_text())["init_from"]["path"] == str(
         trained_run.resolve())

@@ -6,12 +6,21 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
+
 from transformer.cli import main
 from transformer.inference.loader import load_translator
 
 SENTENCES = ["Twenty one.", "Three hundred and five!", "Seven?"]
 # one sentence of about 100 tokens: the tiny run has 48 positions
 LONG = ", ".join(["one hundred and twenty three"] * 8)
+
+
+@pytest.fixture(scope="module")
+def run_dir(cli, tokenizer, tmp_path_factory):
+    """The folder's random model, of a seed that says something for every sentence here (0's
+    says nothing for "Nine.")."""
+    return cli.make_run(tmp_path_factory.mktemp("run") / "model", tokenizer, seed=1)
 
 
 def translate(cli, run_dir, tmp_path, lines, *flags):

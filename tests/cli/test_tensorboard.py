@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from helpers import logged_step, stop_with_sigterm
 from transformer.cli import main
 
 pytest.importorskip("tensorboard")
@@ -53,17 +52,6 @@ def test_classify_train_writes_the_figures_of_metrics_jsonl(tmp_path, tb_events)
     assert {"train/loss", "valid/macro_f1", "valid/accuracy", "valid/macro_f1_at_0.5"} <= set(scalars)
 
 
-def _logged_step(run: Path) -> int:
-    path = run / "metrics.jsonl"
-    steps = [0]
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        try:
-            steps.append(json.loads(line)["step"])
-        except (json.JSONDecodeError, KeyError):  # a line being written
-            continue
-    return max(steps)
-
-
 def test_the_events_are_complete_after_a_sigterm_and_a_resume_continues_them(cli, number_files,
                                                                              tmp_path, tb_events):
     run = tmp_path / "run"
@@ -71,15 +59,8 @@ def test_the_events_are_complete_after_a_sigterm_and_a_resume_continues_them(cli
     proc = subprocess.Popen([sys.executable, "-m", "transformer", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-    deadline = time.monotonic() + 120
-    while _logged_step(run) < 3:
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err[-2000:]
-    stopped_at = _logged_step(run)
+    stop_with_sigterm(proc, lambda: logged_step(run) >= 3, timeout=120)
+    stopped_at = logged_step(run)
     scalars, _ = tb_events.read(run)
     assert scalars == tb_events.expected(run)  # closed on the way out: every update's events
     assert scalars["train/loss"][-1][0] == stopped_at

@@ -3,13 +3,13 @@ logits and the same greedy and beam outputs as ``generate()``."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 import sentencepiece as spm
 import torch
 
+from helpers import save_random_marian, spm_model
 from transformer.cli import main
 from transformer.convert.marian import import_marian
 from transformer.data.builtin_task import english_number, german_number
@@ -19,50 +19,13 @@ from transformer.model_dir import load_model_dir
 transformers = pytest.importorskip("transformers")
 
 
-def _spm(texts: list[str], size: int) -> bytes:
-    out = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=out,
-                                   vocab_size=size, model_type="unigram", minloglevel=2)
-    return out.getvalue()
-
-
-def _pieces(proto: bytes) -> list[str]:
-    sp = spm.SentencePieceProcessor()
-    sp.LoadFromSerializedProto(proto)
-    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-
-
 @pytest.fixture(scope="module")
 def marian_dir(tmp_path_factory):
     """A MarianMT directory: config.json, model.safetensors, source.spm, target.spm, vocab.json."""
     directory = tmp_path_factory.mktemp("opus-mt-en-de")
     english = [english_number(n) for n in range(1, 400)]
     german = [german_number(n) for n in range(1, 400)]
-    source, target = _spm(english, 60), _spm(german, 60)
-    pieces = ["</s>", "<unk>"]
-    for p in _pieces(source) + _pieces(target):
-        if p not in pieces and p not in ("<s>", "</s>", "<unk>", "<pad>"):
-            pieces.append(p)
-    pieces.append("<pad>")
-    vocab = {p: i for i, p in enumerate(pieces)}
-    config = transformers.MarianConfig(
-        vocab_size=len(vocab), decoder_vocab_size=len(vocab), d_model=32, encoder_layers=2,
-        decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-        encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-        pad_token_id=vocab["<pad>"], eos_token_id=vocab["</s>"],
-        decoder_start_token_id=vocab["<pad>"], scale_embedding=True, activation_function="swish",
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True)
-    torch.manual_seed(0)
-    model = transformers.MarianMTModel(config).eval()
-    with torch.no_grad():  # away from the init, and a logits bias that matters
-        for name, p in model.named_parameters():
-            if "embed_positions" not in name:  # the fixed sinusoids stay what they are
-                p.add_(torch.randn_like(p) * 0.2)
-        model.final_logits_bias.normal_(0, 1.0)
-    model.save_pretrained(directory)
-    (directory / "source.spm").write_bytes(source)
-    (directory / "target.spm").write_bytes(target)
-    (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    model, vocab = save_random_marian(directory, spm_model(english, 60), spm_model(german, 60))
     return directory, model, vocab
 
 

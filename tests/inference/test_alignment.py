@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from transformer import ModelConfig, Transformer
+from helpers import save_translator
 from transformer.inference.alignment import (
     DEFAULT_RULE,
     AlignmentRule,
@@ -114,16 +114,10 @@ def test_batched_cross_attention_equals_each_pair_alone(copy_model):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, number_tokenizer):
-    from transformer.model_dir import save_model_dir
-
-    torch.manual_seed(0)
-    cfg = ModelConfig.tiny(number_tokenizer.vocab_size, d_model=32, d_ff=64, num_heads=4,
-                           num_encoder_layers=1, num_decoder_layers=2, dropout=0.0, max_len=32)
-    path = tmp_path_factory.mktemp("alignment") / "run"
-    save_model_dir(path, Transformer(cfg), config={"training": {
-        "src_lang": "en", "tgt_lang": "de", "decode_max_len_a": 1.0, "decode_max_len_b": 4}},
-        src_tokenizer=number_tokenizer, tgt_tokenizer=number_tokenizer)
-    return path
+    return save_translator(tmp_path_factory.mktemp("alignment") / "run", number_tokenizer,
+                           max_len=32, config={"training": {"src_lang": "en", "tgt_lang": "de",
+                                                            "decode_max_len_a": 1.0,
+                                                            "decode_max_len_b": 4}})
 
 
 PAIRS = [("three hundred forty-five", "dreihundert fünfundvierzig"),

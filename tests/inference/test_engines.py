@@ -13,7 +13,7 @@ import torch
 from torch.nn import functional as F
 
 from transformer import ModelConfig, Transformer
-from transformer.data.builtin_task import english_number, german_number, number_task_splits
+from transformer.data.builtin_task import number_task_splits
 from transformer.data.padding import pad_rows
 from transformer.decoding import beam_search, greedy_decode
 from transformer.errors import InputError
@@ -24,14 +24,6 @@ from transformer.model_dir import save_model_dir
 from transformer.model_dir.cache import CACHE_DIR
 
 BOS, EOS, PAD = 2, 3, 0
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    from transformer.data.tokenizer import Tokenizer
-
-    texts = [english_number(n) for n in range(1, 400)] + [german_number(n) for n in range(1, 400)]
-    return Tokenizer.train(texts, vocab_size=60, byte_fallback=False)
 
 
 @pytest.fixture(scope="module")

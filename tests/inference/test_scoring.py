@@ -8,7 +8,8 @@ import random
 import pytest
 import torch
 
-from transformer import ModelConfig, Transformer
+from helpers import save_translator
+from transformer import ModelConfig
 from transformer.data.collation import collate_pairs
 from transformer.errors import InputError
 from transformer.inference.scoring import (
@@ -88,15 +89,8 @@ def test_a_pair_that_does_not_fit_is_refused_by_score_ids(copy_model):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, number_tokenizer):
-    from transformer.model_dir import save_model_dir
-
-    torch.manual_seed(0)
-    cfg = ModelConfig.tiny(number_tokenizer.vocab_size, d_model=32, d_ff=64, num_heads=4,
-                           num_encoder_layers=1, num_decoder_layers=2, dropout=0.0, max_len=16)
-    path = tmp_path_factory.mktemp("scoring") / "run"
-    save_model_dir(path, Transformer(cfg), config={"training": {"src_lang": "en", "tgt_lang": "de"}},
-                   src_tokenizer=number_tokenizer, tgt_tokenizer=number_tokenizer)
-    return path
+    return save_translator(tmp_path_factory.mktemp("scoring") / "run", number_tokenizer,
+                           max_len=16, config={"training": {"src_lang": "en", "tgt_lang": "de"}})
 
 
 @pytest.fixture(scope="module")

@@ -4,16 +4,18 @@ in-process client of the server over them."""
 from __future__ import annotations
 
 import pytest
-import torch
 
-from transformer import ModelConfig, Transformer, TransformerClassifier
-from transformer.data.builtin_task import english_number, german_number
+from helpers import save_classifier, save_translator
 
 pytest.importorskip("fastapi")
 
 
 @pytest.fixture(scope="session")
 def tokenizer():
+    """Its own number tokenizer (1-299, not the suite's 1-399): with the suite's, the exact
+    equality of test_score.py's server and library log-probabilities breaks in the last bits
+    when the whole folder runs (not when the file runs alone)."""
+    from transformer.data.builtin_task import english_number, german_number
     from transformer.data.tokenizer import Tokenizer
 
     texts = [english_number(n) for n in range(1, 300)] + [german_number(n) for n in range(1, 300)]
@@ -22,32 +24,17 @@ def tokenizer():
 
 @pytest.fixture(scope="session")
 def translation_dir(tmp_path_factory, tokenizer):
-    from transformer.model_dir import save_model_dir
-
-    torch.manual_seed(0)
-    config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, num_heads=4,
-                              num_encoder_layers=2, num_decoder_layers=2, max_len=48, dropout=0.0)
-    path = tmp_path_factory.mktemp("translation") / "numbers"
-    save_model_dir(path, Transformer(config), config={"task": "translation", "training": {
-        "decode_max_len_a": 0.5, "decode_max_len_b": 3, "src_lang": "en", "tgt_lang": "de"}},
-        src_tokenizer=tokenizer, tgt_tokenizer=tokenizer)
-    return path
+    return save_translator(tmp_path_factory.mktemp("translation") / "numbers", tokenizer,
+                           num_encoder_layers=2, config={"training": {
+                               "decode_max_len_a": 0.5, "decode_max_len_b": 3, "src_lang": "en",
+                               "tgt_lang": "de"}})
 
 
 @pytest.fixture(scope="session")
 def classifier_dir(tmp_path_factory, tokenizer):
-    from transformer.model_dir import save_model_dir
-
-    torch.manual_seed(1)
-    config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=16, d_ff=32, num_heads=2,
-                              num_encoder_layers=1, max_len=32)
-    model = TransformerClassifier(config, num_labels=3, pooling="cls", multi_label=True)
-    path = tmp_path_factory.mktemp("classifier") / "labels"
-    save_model_dir(path, model, config={
-        "task": "classification", "labels": ["small", "round", "large"], "thresholds": [0.4, 0.5, 0.6],
-        "classifier": {"num_labels": 3, "pooling": "cls", "multi_label": True}},
-        src_tokenizer=tokenizer, tgt_tokenizer=None)
-    return path
+    return save_classifier(tmp_path_factory.mktemp("classifier") / "labels", tokenizer,
+                           ["small", "round", "large"], seed=1, multi_label=True,
+                           thresholds=[0.4, 0.5, 0.6])
 
 
 @pytest.fixture(scope="session")
@@ -59,15 +46,16 @@ def served(translation_dir, classifier_dir):
 
 @pytest.fixture
 def make_client(served):
-    """``make_client(**settings)`` -> a started TestClient (closed at the end of the test)."""
+    """``make_client(**settings)`` -> a started TestClient of the session's models, or of
+    ``make_client(models, **settings)``'s (closed at the end of the test)."""
     from fastapi.testclient import TestClient
 
     from transformer.serving.app import ServeSettings, create_app
 
     clients = []
 
-    def make(**settings):
-        client = TestClient(create_app(served, settings=ServeSettings(**settings)))
+    def make(models=None, /, **settings):
+        client = TestClient(create_app(served if models is None else models, settings=ServeSettings(**settings)))
         client.__enter__()
         clients.append(client)
         return client
@@ -86,16 +74,9 @@ def client(make_client):
 def write_translator(tokenizer):
     """``write_translator(path, seed)`` -> path: a tiny random translator of ``seed`` written into
     ``path`` over what is there (as a retrained model would be)."""
-    from transformer.model_dir import save_model_dir
-
     def write(path, seed):
-        torch.manual_seed(seed)
-        config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, num_heads=4,
-                                  num_encoder_layers=1, num_decoder_layers=1, max_len=48, dropout=0.0)
-        save_model_dir(path, Transformer(config), config={"task": "translation", "training": {
-            "decode_max_len_a": 0.5, "decode_max_len_b": 3}}, src_tokenizer=tokenizer,
-            tgt_tokenizer=tokenizer)
-        return path
+        return save_translator(path, tokenizer, seed=seed, config={"training": {
+            "decode_max_len_a": 0.5, "decode_max_len_b": 3}}, num_decoder_layers=1)
 
     return write
 

@@ -151,9 +151,21 @@ def test_a_bad_classifier_config_names_its_file(tmp_path, classifier_dir):
     assert str(err.value) == f"{path}: 'labels' must list the model's 3 label names"
 
 
-def test_load_served_packs_the_decoder_at_load(translation_dir):
+def test_load_served_packs_the_decoder_at_load(translation_dir, monkeypatch):
+    from transformer.decoding import fast_decoder
+
+    made, real = [], fast_decoder.layer_step
+
+    def counted(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fast_decoder, "layer_step", counted)
     one = load_served({"numbers": str(translation_dir)}, precision="fp32")["numbers"]
-    assert one.translator.decoder._steps is not None  # not left to the first request
+    layers = len(one.translator.model.decoder.layers)
+    assert len(made) == layers  # every decoder layer's step made at load
+    one.translator.translate(["seven", "forty-two"])
+    assert len(made) == layers  # not left to the first request, nor made again by it
 
 
 def test_load_served_passes_the_device(monkeypatch, translation_dir):

@@ -31,23 +31,10 @@ def expected(translate_alone):
 
 
 @pytest.fixture
-def reloading_client(run_dir):
-    from fastapi.testclient import TestClient
-
-    from transformer.serving.app import ServeSettings, create_app
-
-    clients = []
-
-    def make(**settings):
-        served = load_served({"m": str(run_dir)}, precision="fp32")
-        client = TestClient(create_app(served, settings=ServeSettings(**settings)))
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.__exit__(None, None, None)
+def reloading_client(run_dir, make_client):
+    """``reloading_client(**settings)``: a client of the model directory ``run_dir`` alone."""
+    return lambda **settings: make_client(load_served({"m": str(run_dir)}, precision="fp32"),
+                                          **settings)
 
 
 def texts_of(client):

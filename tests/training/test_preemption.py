@@ -12,6 +12,7 @@ import signal
 import pytest
 import torch
 
+from helpers import assert_same
 from transformer.errors import RunStopped
 from transformer.training.checkpoint import load_checkpoint
 from transformer.training.optimizer import build_optimizer
@@ -112,22 +113,6 @@ def steps(path):
 def assert_same_weights(a, b):
     for name, value in a.state_dict().items():
         assert torch.equal(value, b.state_dict()[name]), name
-
-
-def assert_same(a, b, where=""):
-    """Equal to the last bit: tensors, and dicts, lists and plain values holding them."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_same(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list | tuple):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def assert_same_end(synth, straight, resumed):

@@ -52,11 +52,18 @@ def test_the_lock_records_this_process_in_a_file_readable_by_all(tmp_path):
 
 def test_release_before_acquire_and_twice_is_harmless(tmp_path):
     lock = RunLock(tmp_path)
-    lock.release()
+    lock.release()  # nothing to release yet
     lock.acquire()
+    with pytest.raises(InputError):
+        RunLock(tmp_path).acquire()
     lock.release()
-    lock.release()
-    with RunLock(tmp_path):  # free again
+    other = RunLock(tmp_path)
+    other.acquire()  # free again (its descriptor most likely takes the number ``lock`` had)
+    lock.release()  # a second release leaves alone the lock another holder took since
+    with pytest.raises(InputError):
+        RunLock(tmp_path).acquire()
+    other.release()
+    with RunLock(tmp_path):
         pass
 
 

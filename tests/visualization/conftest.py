@@ -7,9 +7,8 @@ import struct
 from pathlib import Path
 
 import pytest
-import torch
 
-from transformer import ModelConfig, Transformer, TransformerClassifier
+from helpers import save_classifier, save_translator
 
 SENTENCES = [
     "a man rides a bike", "two dogs play in the snow", "the girl reads a book",
@@ -27,31 +26,13 @@ def tokenizer():
 
 @pytest.fixture(scope="session")
 def translation_dir(tmp_path_factory, tokenizer):
-    from transformer.model_dir import save_model_dir
-
-    torch.manual_seed(0)
-    config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=16, d_ff=32, num_heads=2,
-                              num_encoder_layers=2, num_decoder_layers=2, max_len=32)
-    path = tmp_path_factory.mktemp("translation")
-    save_model_dir(path, Transformer(config), config={"task": "translation"},
-                   src_tokenizer=tokenizer, tgt_tokenizer=tokenizer)
-    return path
+    return save_translator(tmp_path_factory.mktemp("translation"), tokenizer, d_model=16, d_ff=32,
+                           num_heads=2, num_encoder_layers=2, max_len=32, dropout=0.1)
 
 
 @pytest.fixture(scope="session")
 def classifier_dir(tmp_path_factory, tokenizer):
-    from transformer.model_dir import save_model_dir
-
-    torch.manual_seed(0)
-    config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=16, d_ff=32, num_heads=2,
-                              num_encoder_layers=1, max_len=32)
-    model = TransformerClassifier(config, num_labels=3, pooling="cls")
-    path = tmp_path_factory.mktemp("classifier")
-    save_model_dir(path, model, config={
-        "task": "classification", "labels": ["neg", "neu", "pos"],
-        "classifier": {"num_labels": 3, "pooling": "cls", "multi_label": False}},
-        src_tokenizer=tokenizer, tgt_tokenizer=None)
-    return path
+    return save_classifier(tmp_path_factory.mktemp("classifier"), tokenizer, ["neg", "neu", "pos"])
 
 
 def read_png_size(path: Path) -> tuple[int, int]:
