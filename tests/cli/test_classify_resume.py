@@ -114,10 +114,10 @@ def test_resume_auto_starts_then_continues_to_the_weights_of_a_straight_run(tmp_
     assert main(classify_args(auto, "--max-steps", "12", "--resume", "auto", "--json")) == 0
     assert json.loads(capsys.readouterr().out)["steps"] == 12
     assert (auto / "metrics.jsonl").read_text().startswith(first)  # resumed, not started again
-    assert_equal(end_state(straight), end_state(auto))
+    assert_same(end_state(straight), end_state(auto))
     # finished: the same command again changes nothing
     assert main(classify_args(auto, "--max-steps", "12", "--resume", "auto")) == 0
-    assert_equal(end_state(straight), end_state(auto))
+    assert_same(end_state(straight), end_state(auto))
 
 
 def test_resume_auto_restarts_a_run_killed_before_its_first_checkpoint(tmp_path):
@@ -127,7 +127,7 @@ def test_resume_auto_restarts_a_run_killed_before_its_first_checkpoint(tmp_path)
         shutil.rmtree(run / name) if (run / name).is_dir() else (run / name).unlink()
     assert main(classify_args(straight, "--max-steps", "4")) == 0
     assert main(classify_args(run, "--max-steps", "4", "--resume", "auto")) == 0
-    assert_equal(end_state(straight), end_state(run))
+    assert_same(end_state(straight), end_state(run))
 
 
 def _files(run: Path) -> dict[str, bytes]:
