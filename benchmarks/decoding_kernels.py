@@ -96,8 +96,8 @@ def attention_kernels(args: argparse.Namespace, micro: Callable) -> list[dict]:
 
 def argmax_kernels(args: argparse.Namespace, micro: Callable) -> list[dict]:
     """The best token of R rows of V scores: PyTorch's argmax against the two rounds over chunks
-    of ``transformer.decoding.common.argmax_rows`` (its ``ARGMAX_MIN_SCORES`` crossover)."""
-    from transformer.decoding.common import vocabulary_chunk
+    of ``transformer.decoding.ranking.argmax_rows`` (its ``ARGMAX_MIN_SCORES`` crossover)."""
+    from transformer.decoding.ranking import vocabulary_chunk
 
     chunk = vocabulary_chunk(args.vocab)
     rows = []

@@ -12,7 +12,7 @@ import torch
 
 from transformer import ModelConfig, Transformer
 from transformer.decoding import greedy_decode, sample_decode
-from transformer.decoding.common import vocabulary_chunk
+from transformer.decoding.ranking import vocabulary_chunk
 from transformer.decoding.sampling import Sampler, top_k_cut, top_p_cut, uniform_streams
 
 transformers = pytest.importorskip("transformers")

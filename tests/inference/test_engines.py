@@ -188,20 +188,32 @@ def test_log_probabilities_match_ours_greedy_and_beam(ct2_module, trained_dir, t
             assert y.log_prob == pytest.approx(x.log_prob, abs=1e-3)
 
 
+@pytest.fixture(scope="module")
+def converted(ct2_module, trained_dir):
+    """``trained_dir`` with its CTranslate2 conversion made (in the run's cache), so that a test
+    that asserts our weights stay unread holds whichever test runs first."""
+    load_translator(trained_dir, engine="ctranslate2", precision="fp32")
+    return trained_dir
+
+
 @pytest.mark.parametrize("beam", [1, 3])
-def test_target_prefixes_run_on_ctranslate2_as_on_ours(ct2_module, trained_dir, test_lines, beam,
+def test_target_prefixes_run_on_ctranslate2_as_on_ours(converted, trained_dir, test_lines, beam,
                                                        monkeypatch):
-    """CTranslate2 is given each sentence's prefix: the same translations, and the same
-    log-probabilities and token counts (those of the tokens after the prefix); ours never runs."""
+    """CTranslate2 is given each sentence's prefix: every translation starts with it, and the same
+    translations, log-probabilities and token counts (those of the tokens after the prefix) as
+    ours; ours never runs. Beam search: the two searches stop by different rules (CTranslate2 goes
+    on while a live beam may still win), so a few sentences may part ways, as in the tests above."""
     ours = load_translator(trained_dir, engine="torch", precision="fp32", beam_size=beam)
     theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=beam)
-    prefixes = ["eins", "", "zwei hundert"] * 5
-    want = ours.translate(test_lines.src[:15], prefixes=prefixes)
+    prefixes = ["eins", "", "zwei hundert"] * 10
+    want = ours.translate(test_lines.src[:30], prefixes=prefixes)
     monkeypatch.setattr(translator_module.Translator, "_decode", _not_ours)
-    got = theirs.translate(test_lines.src[:15], prefixes=prefixes)
-    assert [t.text for t in got] == [t.text for t in want]
-    assert [t.tokens for t in got] == [t.tokens for t in want]
-    assert [t.log_prob for t in got] == pytest.approx([t.log_prob for t in want], abs=1e-4)
+    got = theirs.translate(test_lines.src[:30], prefixes=prefixes)
+    assert all(t.text.startswith(p) for t, p in zip(got, prefixes, strict=True))
+    agree = [(x, y) for x, y in zip(want, got, strict=True) if x.text == y.text]
+    assert len(agree) == len(want) if beam == 1 else len(agree) >= 0.9 * len(want)
+    assert [y.tokens for _, y in agree] == [x.tokens for x, _ in agree]
+    assert [y.log_prob for _, y in agree] == pytest.approx([x.log_prob for x, _ in agree], abs=1e-4)
     assert not theirs.loaded.weights_read
 
 
@@ -408,7 +420,7 @@ def test_length_limits_equal_the_decoders_own():
     import random
 
     from transformer.config.decoding import DecodeOptions
-    from transformer.decoding.common import output_limits
+    from transformer.decoding.bounds import output_limits
 
     rng = random.Random(0)
     for _ in range(300):
@@ -453,7 +465,7 @@ def test_greedy_without_log_probabilities_skips_them_and_translates_the_same(
 @pytest.mark.parametrize("options", [dict(min_length=12), dict(repetition_penalty=1.5),
                                      dict(no_repeat_ngram=2), dict(forbid=("acht", "neun")),
                                      dict(min_length=9, forbid=("sieben", "drei"))])
-def test_greedy_text_options_run_on_ctranslate2_as_on_ours(ct2_module, trained_dir, test_lines,
+def test_greedy_text_options_run_on_ctranslate2_as_on_ours(converted, trained_dir, test_lines,
                                                            options, monkeypatch):
     """A greedy call without log-probabilities: CTranslate2 is given the guards, the least
     length and the forbidden phrases, and translates as ours (which never runs)."""

@@ -25,7 +25,7 @@ from transformer.cli import (
     demo,
     evaluate,
     export,
-    imports,
+    import_model,
     memory,
     plot,
     prepare,
@@ -41,7 +41,7 @@ from transformer.cli.parser import Parser
 
 # in workflow order: train, use, look inside, serve, convert (as the help's epilog groups them)
 VERBS = (demo, prepare, train, classify, average, memory, config, translate, evaluate, score,
-         attention, plot, serve, imports, export, version)
+         attention, plot, serve, import_model, export, version)
 EPILOG = """\
 workflows (one example each; `transformer VERB --help` for the rest):
   train        transformer train --preset multi30k-cpu --threads 2 --out runs/m30k

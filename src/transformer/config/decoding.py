@@ -13,7 +13,7 @@ options' own table: each field's command-line flag, request field of ``POST /v1/
 and help, from which ``translate``/``evaluate``'s flags and the server's request schema are made
 (:data:`FLAGS` and :data:`REQUEST_FIELDS` name each field's flag and request field, for messages).
 A new option is a field with its check in :class:`DecodeOptions`, a row of :data:`FIELDS`, and
-what its kernel reads (:func:`transformer.decoding.steering.plan`).
+what its kernel reads (:func:`transformer.decoding.plan.plan`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ extensions that do not end in EOS stay live, and the self-attention caches are r
 follow them. A sentence is done once its pool holds K finished hypotheses and its best live
 hypothesis, were it to end now, would score no better than the n-th best of the pool (n: the
 n-best asked for, else 1; so ``beam_size=1`` is greedy decoding); done sentences leave the batch. The result is the pool sorted by score.
-A target prefix is forced through the same steps (:mod:`transformer.decoding.steering`: while a
+A target prefix is forced through the same steps (:mod:`transformer.decoding.plan`: while a
 sentence is within its prefix, its beams may only take the prefix's token, at no cost), and the
 repetition guards act on the log-probabilities before the ranking, as Hugging Face's beam search
 applies them (:mod:`transformer.decoding.guards`); the model's own log-probability of each
@@ -33,19 +33,13 @@ import torch
 from torch import Tensor
 
 from transformer.config.decoding import DecodeOptions
-from transformer.decoding.common import (
-    Hypothesis,
-    Seq2SeqModel,
-    evaluation_mode,
-    mask_forbidden_,
-    strip_padding,
-    top_candidates,
-    vocabulary_chunk,
-)
+from transformer.decoding.bounds import mask_forbidden_, strip_padding
 from transformer.decoding.constraints import Constraints, Progress, dealt_candidates
 from transformer.decoding.fast_decoder import FastDecoder
-from transformer.decoding.session import Session, open_session
-from transformer.decoding.steering import Steering, TargetPrefix, options_of, plan
+from transformer.decoding.hypothesis import Hypothesis
+from transformer.decoding.plan import Steering, TargetPrefix, options_of, plan
+from transformer.decoding.ranking import top_candidates, vocabulary_chunk
+from transformer.decoding.session import Seq2SeqModel, Session, evaluation_mode, open_session
 
 
 @dataclass
@@ -281,7 +275,7 @@ def beam_search(
     :func:`transformer.decoding.greedy_decode` (with a prefix, the length and the log-probability
     count the tokens after it; with a guard or a forbidden sequence, the score is the guarded
     log-probability's). ``hypotheses``: return the ``nbest`` (or 1) best of each row as
-    :class:`~transformer.decoding.common.Hypothesis` (with the model's log-probability) instead.
+    :class:`~transformer.decoding.hypothesis.Hypothesis` (with the model's log-probability) instead.
     ``constraints``: target phrases (id lists) per row that its output must contain, in any order
     ([] for a row without; :mod:`transformer.decoding.constraints`); a row's length limit is
     raised by its phrases' tokens (up to the model's positions, where a hypothesis that reaches

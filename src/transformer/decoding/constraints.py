@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from transformer.decoding.common import argmax_rows, top_candidates
+from transformer.decoding.ranking import argmax_rows, top_candidates
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ def constrained_candidates(
     rows: Tensor, *, count: int, chunk: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The candidates of each sentence: the ``count`` best extensions (as
-    :func:`~transformer.decoding.common.top_candidates`, best first), then each live hypothesis
+    :func:`~transformer.decoding.ranking.top_candidates`, best first), then each live hypothesis
     extended by each token that advances its constraints, then by its own best token. Returns
     scores (N, C), beams (N, C) and tokens (N, C); a candidate that is not one (not a real
     constraint token, or already among the earlier ones) has score -inf."""

@@ -10,7 +10,7 @@ With the key/value cache (the default) each step feeds only the newest token thr
 benchmark). A row stops at EOS or at its length limit; finished rows leave the batch, so later
 steps only compute the rows still going, and the loop ends when no row is left. A target prefix
 is forced through the same loop, and the repetition guards act on the logits before the choice
-(:mod:`transformer.decoding.steering`, :mod:`transformer.decoding.guards`). Samples of one
+(:mod:`transformer.decoding.plan`, :mod:`transformer.decoding.guards`). Samples of one
 sentence share its encoding and first step, and go their own ways from the first token on.
 """
 
@@ -24,18 +24,12 @@ import torch
 from torch import Tensor
 
 from transformer.config.decoding import DecodeOptions
-from transformer.decoding.common import (
-    Hypothesis,
-    Seq2SeqModel,
-    argmax_rows,
-    evaluation_mode,
-    mask_forbidden_,
-    strip_padding,
-    vocabulary_chunk,
-)
+from transformer.decoding.bounds import mask_forbidden_, strip_padding
 from transformer.decoding.fast_decoder import FastDecoder
-from transformer.decoding.session import Session, open_session
-from transformer.decoding.steering import Steering, options_of, plan
+from transformer.decoding.hypothesis import Hypothesis
+from transformer.decoding.plan import Steering, options_of, plan
+from transformer.decoding.ranking import argmax_rows, vocabulary_chunk
+from transformer.decoding.session import Seq2SeqModel, Session, evaluation_mode, open_session
 
 # a direct call's defaults (no length limit but max_len and the model's positions)
 GREEDY: dict[str, Any] = {"beam_size": 1, "max_len_a": None, "max_len_b": 0}
@@ -63,7 +57,7 @@ def greedy_decode(
     Returns one list of target ids per row, without BOS and EOS. How to decode is ``options``
     (:class:`~transformer.config.decoding.DecodeOptions`; None: no length limit but the model's
     positions), with ``max_len`` and any other ``fields`` of it (or the short names of
-    :data:`~transformer.decoding.steering.KERNEL_NAMES`: ``min_len``) replaced: a row produces at
+    :data:`~transformer.decoding.plan.KERNEL_NAMES`: ``min_len``) replaced: a row produces at
     most ``max_len`` tokens (EOS included; None: the model's ``max_len``), and with ``max_len_a``
     at most ``floor(max_len_a * source_length + max_len_b)``, the source length counting non-pad
     tokens. EOS is not allowed before ``min_length`` tokens (useful to force lengths in
@@ -74,7 +68,7 @@ def greedy_decode(
     ``prefixes``: one list of target ids per row that its output starts with (forced, not
     decoded; its limit is raised to hold it and one more token). ``forbid``: token sequences no
     output contains (the options' ``forbid`` phrases as the target tokenizer encodes them).
-    ``hypotheses``: return one :class:`~transformer.decoding.common.Hypothesis` per row instead
+    ``hypotheses``: return one :class:`~transformer.decoding.hypothesis.Hypothesis` per row instead
     (ids and the model's log-probability).
 
     With the cache, a ``Transformer`` is decoded by the fast path
@@ -116,7 +110,7 @@ def sample_decode(
     each token drawn from the model's distribution after ``temperature``, ``sampling_topk`` (short
     name ``top_k``; 0: no cut) and ``sampling_topp`` (``top_p``; 1: no cut), as Hugging Face's
     ``do_sample`` defines them (:mod:`transformer.decoding.sampling`). Returns per row its samples
-    as :class:`~transformer.decoding.common.Hypothesis`, most probable first.
+    as :class:`~transformer.decoding.hypothesis.Hypothesis`, most probable first.
 
     The draws of row b come from ``seed`` and ``keys[b]`` alone (default: b), so a sentence
     given the same key gets the same samples in any batch. ``top_k=1`` is greedy decoding (but

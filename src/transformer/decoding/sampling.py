@@ -21,7 +21,7 @@ other sentences share its batch, nor on the batch size (up to the float rounding
 own logits, which may differ by a last bit between batch shapes). A token is drawn from its
 uniform number u by inverting the cumulative distribution: the first token whose cumulative
 weight exceeds u times the total. Without a cut that runs in two rounds over chunks of the
-vocabulary (:func:`~transformer.decoding.common.vocabulary_chunk`), so that a step costs about one
+vocabulary (:func:`~transformer.decoding.ranking.vocabulary_chunk`), so that a step costs about one
 pass over the logits, as greedy decoding's argmax does; with a cut, the draw is among the
 candidates the cut leaves (a top-k of them; for top-p alone the 64 most probable tokens, or all
 sorted when those do not reach P).

@@ -7,18 +7,52 @@ A session is opened on a batch of sources and then, each step, gives the next-to
 every row and follows the search's choice of rows. Two kinds: the fast path
 (:class:`~transformer.decoding.fast_decoder.FastSession`, for a ``Transformer`` with the cache),
 and :class:`ReferenceSession`, which goes through ``model.encode``/``model.decode`` (any
-:class:`~transformer.decoding.common.Seq2SeqModel`), with the model's own cache or recomputing
+:class:`~transformer.decoding.session.Seq2SeqModel`), with the model's own cache or recomputing
 the whole prefix every step.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Protocol
 
-from torch import Tensor
+from torch import Tensor, nn
 
-from transformer.decoding.common import Seq2SeqModel
 from transformer.decoding.fast_decoder import FastDecoder, decoder_for
+from transformer.model.kv_cache import DecoderCache
+
+
+class Seq2SeqModel(Protocol):
+    """What the reference decoding (:class:`~transformer.decoding.session.ReferenceSession`) needs
+    from a model (``transformer.Transformer`` has it): one row of ``memory`` and ``src`` per row of
+    ``tgt_in``, and a cache that ``DecoderCache.reorder`` follows the chosen rows in."""
+
+    config: object  # with .pad_id and .max_len
+
+    def encode(self, src: Tensor) -> Tensor: ...
+
+    def decode(
+        self, tgt_in: Tensor, memory: Tensor | None, src: Tensor, *, cache: DecoderCache | None = None
+    ) -> Tensor: ...
+
+    def new_cache(self) -> DecoderCache: ...
+
+
+@contextlib.contextmanager
+def evaluation_mode(model: nn.Module) -> Iterator[None]:
+    """Dropout off while decoding (it would make the search random); each module's mode is
+    restored after. Only modules in training mode are switched: a model already in evaluation
+    mode (every call of a translator) costs one walk over its modules, not two calls of
+    ``train()``, which would set every module's mode twice (a millisecond at batch 1)."""
+    training = [m for m in model.modules() if m.training]
+    for module in training:
+        module.training = False
+    try:
+        yield
+    finally:
+        for module in training:
+            module.training = True
 
 
 class Session(Protocol):

@@ -34,8 +34,8 @@ import torch
 
 from transformer.config.choices import ENGINES
 from transformer.config.decoding import DecodeOptions
-from transformer.decoding.common import Hypothesis
 from transformer.decoding.fast_decoder import decoder_for
+from transformer.decoding.hypothesis import Hypothesis
 from transformer.errors import InputError
 from transformer.inference.engine_choice import CT2_COMPUTE_TYPES, CTRANSLATE2, TORCH, auto_engine
 from transformer.inference.translator import Translator
@@ -93,8 +93,8 @@ def _unsupported(options: DecodeOptions, log_probs: bool) -> tuple[str, ...]:
 
 def length_limits(sources: list[list[int]], options: DecodeOptions, *, pad_id: int,
                   model_max_len: int, prefixes: list[list[int]] | None = None) -> list[int]:
-    """Each sentence's length limit as :func:`transformer.decoding.steering.plan` makes it
-    (:func:`~transformer.decoding.common.output_limits` of the id lists ``sources``, raised for
+    """Each sentence's length limit as :func:`transformer.decoding.plan.plan` makes it
+    (:func:`~transformer.decoding.bounds.output_limits` of the id lists ``sources``, raised for
     ``min_length`` and for each one's target prefix), in plain Python: a call's worth of tensor
     operations is a tenth of a millisecond, which at one short sentence a call is a few percent
     of CTranslate2's decoding."""

@@ -23,7 +23,7 @@ import torch
 
 from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.config.decoding import FLAGS, DecodeOptions, OptionError
-from transformer.decoding.steering import check_for_model
+from transformer.decoding.plan import check_for_model
 from transformer.errors import InputError
 from transformer.inference.classifier import Classifier
 from transformer.inference.engines import check_engine, choose_engine, translator_with_engine

@@ -15,7 +15,7 @@ log-probabilities are wanted and a progress bar are given per call, as CTranslat
 of a call that gives none.
 
 Every translation carries the model's log-probability of its decoded tokens (after any target
-prefix, EOS included) and their count (:class:`~transformer.decoding.common.Hypothesis`).
+prefix, EOS included) and their count (:class:`~transformer.decoding.hypothesis.Hypothesis`).
 
 Shapes: B sentences in a batch, S longest source in it (token ids).
 """
@@ -34,9 +34,9 @@ from torch import nn
 from transformer.config.decoding import DecodeOptions
 from transformer.data.padding import pad_rows
 from transformer.decoding.beam import beam_search
-from transformer.decoding.common import Hypothesis
 from transformer.decoding.fast_decoder import decoder_for
 from transformer.decoding.greedy import greedy_decode, sample_decode
+from transformer.decoding.hypothesis import Hypothesis
 from transformer.errors import InputError
 
 if TYPE_CHECKING:

@@ -125,7 +125,7 @@ def _decoding_of(req: TranslateRequest, model: ServedModel) -> tuple[Any, list[s
     per-text target prefixes and target phrases (None: none asked); ApiError 422 naming the
     request's field for a bad combination."""
     from transformer.config.decoding import OptionError
-    from transformer.decoding.steering import check_for_model
+    from transformer.decoding.plan import check_for_model
 
     try:
         options, prefixes, phrases = model.default_options(**req.decode_changes()), req.prefixes(), req.phrases()

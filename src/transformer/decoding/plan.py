@@ -1,18 +1,20 @@
-"""What steers a search besides the model: the options of one call
-(:class:`~transformer.config.decoding.DecodeOptions`) turned once per batch into each sentence's
-length limit and one :class:`Steering` value (:func:`plan`, the prologue every search shares), and
-target prefixes: the first tokens of each translation given, not decoded (Hugging Face's
-``decoder_input_ids``, CTranslate2's ``target_prefix``), row by row in one batch.
+"""The plan of one search: the options of a call (:class:`~transformer.config.decoding.DecodeOptions`)
+turned once per batch into each sentence's length limit and one :class:`Steering` value
+(:func:`plan`, the prologue greedy decoding, sampling and beam search share). Steering is what
+guides a search besides the model: target prefixes, repetition guards, forbidden phrases, a least
+length, sampling's cut and streams.
 
 Shapes: B sentences, R rows being decoded, N sentences still searching, K beams, P the longest
 prefix, V target vocabulary.
 
-A prefix is forced one step at a time through the same loop that decodes the rest: while a row is
-within its prefix, its next token is the prefix's, whatever the model prefers. So rows with
-prefixes of different lengths (or none) share one batch, the cache and the fast path are used as
-for any token, and the model's log-probabilities of forced tokens never enter a score: a score is
-that of the continuation, given the source and the prefix (Hugging Face's beam scores likewise
-count only the tokens generated after ``decoder_input_ids``).
+Target prefixes are the first tokens of each translation given, not decoded (Hugging Face's
+``decoder_input_ids``, CTranslate2's ``target_prefix``), row by row in one batch. A prefix is
+forced one step at a time through the same loop that decodes the rest: while a row is within its
+prefix, its next token is the prefix's, whatever the model prefers. So rows with prefixes of
+different lengths (or none) share one batch, the cache and the fast path are used as for any
+token, and the model's log-probabilities of forced tokens never enter a score: a score is that of
+the continuation, given the source and the prefix (Hugging Face's beam scores likewise count only
+the tokens generated after ``decoder_input_ids``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ import torch
 from torch import Tensor
 
 from transformer.config.decoding import DecodeOptions, OptionError
-from transformer.decoding.common import check_source, output_limits, vocabulary_chunk
+from transformer.decoding.bounds import check_source, output_limits
 from transformer.decoding.guards import ban_sequences, guarded
+from transformer.decoding.ranking import vocabulary_chunk
 from transformer.decoding.sampling import Sampler, uniform_streams
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from transformer.decoding.common import argmax_rows, vocabulary_chunk
+from transformer.decoding.ranking import argmax_rows, vocabulary_chunk
 
 
 @pytest.mark.parametrize("rows", [1, 3, 16])
