@@ -52,6 +52,16 @@ def test_the_readme_is_at_most_1500_words():
     assert _words(README) <= 1500, f"README.md: {_words(README)} words"
 
 
+def test_the_readmes_first_commands_set_up_and_run_the_demo_and_the_tests():
+    """The README's first block of commands: ``make demo`` and ``make test`` (what .ci/run calls)."""
+    text = README.read_text(encoding="utf-8")
+    first = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in first.splitlines()]
+    assert commands[:2] == ["make demo", "make test"]
+    assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert text.index("make test") < 1500  # near the top
+
+
 def test_the_results_page_is_at_most_2000_words():
     assert _words(RESULTS) <= 2000, f"results.md: {_words(RESULTS)} words"
 

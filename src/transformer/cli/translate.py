@@ -135,24 +135,23 @@ def _constrained(args: argparse.Namespace, translator: Any, lines: list[str], so
     """The sources of input ``lines`` (the first is line ``first``) and each one's target phrases
     (``--constraints``' own, then the ``--glossary``'s), every phrase checked against the target
     tokenizer (InputError naming the file and line)."""
-    from transformer.inference.glossary import glossary_phrases, read_glossary, split_constrained
+    from transformer.inference.glossary import (
+        check_phrases,
+        merged_phrases,
+        read_glossary,
+        split_constrained,
+    )
 
     def where(number: int) -> str:
         return f"{source}, line {number}"
 
     pairs = [split_constrained(line, where=where(n)) if args.constraints else (line, [])
              for n, line in enumerate(lines, start=first)]
-    if args.glossary is not None:
-        glossary = read_glossary(args.glossary, check=translator.phrase_ids)
-        pairs = [(text, own + [t for t in glossary_phrases(text, glossary) if t not in own])
-                 for text, own in pairs]
-    for number, (_, phrases) in enumerate(pairs, start=first):
-        for phrase in phrases:
-            try:
-                translator.phrase_ids(phrase)
-            except InputError as err:
-                raise InputError(f"{where(number)}: {err}") from None
-    return [text for text, _ in pairs], [phrases for _, phrases in pairs]
+    texts = [text for text, _ in pairs]
+    glossary = [] if args.glossary is None else read_glossary(args.glossary, check=translator.phrase_ids)
+    phrases = merged_phrases(texts, [own for _, own in pairs], glossary)
+    check_phrases(phrases, translator.phrase_ids, lambda i: where(first + i))
+    return texts, phrases
 
 
 def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0,
@@ -160,16 +159,8 @@ def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0,
     """The output lines of translation ``t`` of input line ``number`` (which has ``unknown``
     pieces the vocabulary lacks; ``engine`` decoded it)."""
     if args.json:
-        item = {"line": number, "translation": t.text, "score": t.score,
-                "log_prob": t.log_prob, "log_prob_per_token": t.log_prob_per_token,
-                "sentences": t.sentences, "cut_sentences": t.cut, "engine": engine}
-        item["unknown_pieces"] = unknown
-        if args.nbest:
-            item["nbest"] = [{"translation": s, "score": v, "log_prob": lp,
-                              "log_prob_per_token": lp / n if n else None}
-                             for (s, v), (lp, n) in zip(t.nbest, t.nbest_log_probs, strict=True)]
-        if args.alignments:
-            item["alignments"] = [list(pair) for pair in t.alignments or []]
+        item = {"line": number, "engine": engine, "unknown_pieces": unknown,
+                **t.to_dict(text_key="translation", nbest=bool(args.nbest), alignments=args.alignments)}
         return [json.dumps(item, ensure_ascii=False, sort_keys=True)]
     if args.nbest:  # always exactly --nbest lines per input: LINE <tab> SCORE <tab> TEXT
         pairs = t.nbest or [("", 0.0)]

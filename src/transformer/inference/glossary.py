@@ -57,6 +57,34 @@ def glossary_phrases(text: str, glossary: Sequence[tuple[str, str]]) -> list[str
     return out
 
 
+def merged_phrases(texts: Sequence[str], own: Sequence[Sequence[str]],
+                   glossary: Sequence[tuple[str, str]]) -> list[list[str]]:
+    """Each text's target phrases, as ``translate`` and the server both give them: its own
+    (stripped), then the target terms of the ``glossary`` entries it holds that are not among them."""
+    out = []
+    for text, phrases in zip(texts, own, strict=True):
+        mine = [p.strip() for p in phrases]
+        out.append(mine + [term for term in glossary_phrases(text, glossary) if term not in mine])
+    return out
+
+
+def check_phrases(phrases: Sequence[Sequence[str]], check: Callable[[str], object],
+                  where: Callable[[int], str]) -> None:
+    """Every distinct phrase of ``phrases`` (one list per text) checked once by ``check`` (a
+    translator's ``phrase_ids``): InputError led by ``where(i)``, ``i`` the first text holding a
+    phrase it refuses."""
+    checked: set[str] = set()
+    for i, own in enumerate(phrases):
+        for phrase in own:
+            if phrase in checked:
+                continue
+            try:
+                check(phrase)
+            except InputError as err:
+                raise InputError(f"{where(i)}: {err}") from None
+            checked.add(phrase)
+
+
 def split_constrained(line: str, *, where: str) -> tuple[str, list[str]]:
     """``SOURCE<TAB>PHRASE<TAB>...`` -> (source, phrases); a line without a tab has none.
     InputError naming ``where`` for an empty phrase."""

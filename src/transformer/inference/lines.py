@@ -50,6 +50,25 @@ class LineTranslation(Translation):
     cut: int = 0
     alignments: list[tuple[int, int]] | None = None
 
+    def to_dict(self, *, text_key: str = "text", nbest: bool = False,
+                alignments: bool = False) -> dict[str, Any]:
+        """The translation as JSON gives it, the one rendering of ``translate --json`` (``text_key``
+        "translation") and of the server's answers ("text"): the text under ``text_key``, ``score``,
+        ``log_prob``, ``log_prob_per_token``, ``sentences``, ``cut_sentences``; with ``nbest``,
+        ``nbest`` (each candidate's text under ``text_key``, its score and log-probabilities; a
+        per-token figure is None for a candidate of no tokens); with ``alignments``, its
+        (source word, target word) pairs as lists."""
+        row: dict[str, Any] = {text_key: self.text, "score": self.score, "log_prob": self.log_prob,
+                               "log_prob_per_token": self.log_prob_per_token,
+                               "sentences": self.sentences, "cut_sentences": self.cut}
+        if nbest:
+            row["nbest"] = [{text_key: text, "score": score, "log_prob": lp,
+                             "log_prob_per_token": lp / n if n else None}
+                            for (text, score), (lp, n) in zip(self.nbest, self.nbest_log_probs, strict=True)]
+        if alignments:
+            row["alignments"] = [list(pair) for pair in self.alignments or []]
+        return row
+
 
 def nth_sentence(text: str, number: int, *, lang: str = "en") -> tuple[str, list[str]]:
     """The ``number``-th sentence (from 1) of ``text`` and all its sentences: what the attention

@@ -10,40 +10,15 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from transformer.model.feed_forward import PositionwiseFeedForward
 from transformer.model.kv_cache import DecoderCache, KVCache
-from transformer.model.multi_head_attention import MultiHeadAttention
+from transformer.model.sublayers import SublayerStack
 
 
-class DecoderLayer(nn.Module):
-    def __init__(
-        self,
-        *,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-    ) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model=d_model, num_heads=num_heads, dropout=attention_dropout
-        )
-        self.cross_attn = MultiHeadAttention(
-            d_model=d_model, num_heads=num_heads, dropout=attention_dropout, cross=True
-        )
-        self.feed_forward = PositionwiseFeedForward(
-            d_model=d_model, d_ff=d_ff, activation=activation, dropout=activation_dropout
-        )
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+class DecoderLayer(SublayerStack):
+    """Masked self-attention, attention over the encoder output, then the feed-forward network
+    (:class:`SublayerStack` holds the three)."""
+
+    cross = True
 
     def forward(
         self,
@@ -62,18 +37,11 @@ class DecoderLayer(nn.Module):
         the weights only with ``need_weights``.
         """
         kw = {"need_weights": need_weights}
-        if self.norm_first:
-            h, self_w = self.self_attn(self.norm1(x), mask=self_mask, cache=self_cache, **kw)
-            x = x + self.dropout(h)
-            h, cross_w = self.cross_attn(self.norm2(x), memory, mask=memory_mask, cache=cross_cache, **kw)
-            x = x + self.dropout(h)
-            x = x + self.dropout(self.feed_forward(self.norm3(x)))
-        else:
-            h, self_w = self.self_attn(x, mask=self_mask, cache=self_cache, **kw)
-            x = self.norm1(x + self.dropout(h))
-            h, cross_w = self.cross_attn(x, memory, mask=memory_mask, cache=cross_cache, **kw)
-            x = self.norm2(x + self.dropout(h))
-            x = self.norm3(x + self.dropout(self.feed_forward(x)))
+        x, self_w = self.residual(x, self.norm1, lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, **kw))
+        x, cross_w = self.residual(
+            x, self.norm2, lambda h: self.cross_attn(h, memory, mask=memory_mask, cache=cross_cache, **kw)
+        )
+        x = self.feed_forward_sublayer(x, self.norm3)
         return x, self_w, cross_w
 
 

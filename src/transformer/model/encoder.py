@@ -11,49 +11,18 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from transformer.model.feed_forward import PositionwiseFeedForward
-from transformer.model.multi_head_attention import MultiHeadAttention
+from transformer.model.sublayers import SublayerStack
 
 
-class EncoderLayer(nn.Module):
-    def __init__(
-        self,
-        *,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-    ) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model=d_model, num_heads=num_heads, dropout=attention_dropout
-        )
-        self.feed_forward = PositionwiseFeedForward(
-            d_model=d_model, d_ff=d_ff, activation=activation, dropout=activation_dropout
-        )
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+class EncoderLayer(SublayerStack):
+    """Self-attention, then the feed-forward network (:class:`SublayerStack` holds both)."""
 
     def forward(
         self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
         """``x`` (B, S, D), ``mask`` (B, 1, 1, S) -> (B, S, D) and weights (B, H, S, S) or None."""
-        if self.norm_first:
-            attended, weights = self.self_attn(self.norm1(x), mask=mask, need_weights=need_weights)
-            x = x + self.dropout(attended)
-            x = x + self.dropout(self.feed_forward(self.norm2(x)))
-        else:
-            attended, weights = self.self_attn(x, mask=mask, need_weights=need_weights)
-            x = self.norm1(x + self.dropout(attended))
-            x = self.norm2(x + self.dropout(self.feed_forward(x)))
-        return x, weights
+        x, weights = self.residual(x, self.norm1, lambda h: self.self_attn(h, mask=mask, need_weights=need_weights))
+        return self.feed_forward_sublayer(x, self.norm2), weights
 
 
 class Encoder(nn.Module):

@@ -126,6 +126,7 @@ def _decoding_of(req: TranslateRequest, model: ServedModel) -> tuple[Any, list[s
     request's field for a bad combination."""
     from transformer.config.decoding import OptionError
     from transformer.decoding.plan import check_for_model
+    from transformer.inference.glossary import check_phrases
 
     try:
         options, prefixes, phrases = model.default_options(**req.decode_changes()), req.prefixes(), req.phrases()
@@ -138,10 +139,9 @@ def _decoding_of(req: TranslateRequest, model: ServedModel) -> tuple[Any, list[s
     if phrases is not None and options.sampling:
         raise ApiError(422, f"{where}: need beam search (or greedy decoding), not sampling")
     try:  # each distinct phrase once: one the target vocabulary cannot spell fails its request
-        for phrase in {p for own in phrases or [] for p in own}:
-            model.translator.phrase_ids(phrase)  # type: ignore[union-attr]
+        check_phrases(phrases or [], model.translator.phrase_ids, lambda _: where)  # type: ignore[union-attr]
     except InputError as err:
-        raise ApiError(422, f"{where}: {err}") from None
+        raise ApiError(422, str(err)) from None
     field = "target_prefix" if req.target_prefixes is None else "target_prefixes"
     try:  # here, not in the batch: a bad prefix must fail its own request only
         for prefix in set(prefixes):
@@ -164,21 +164,6 @@ def _tag_of(req: TranslateRequest, model: ServedModel) -> tuple[int, ...]:
         raise ApiError(422, str(err)) from None
 
 
-def _translation_row(t: Any, *, nbest: bool, alignments: bool) -> dict[str, Any]:
-    """One translation of a ``/v1/translate`` answer: text, scores, sentences (and n-best, and
-    word alignments)."""
-    row: dict[str, Any] = {"text": t.text, "score": t.score, "log_prob": t.log_prob,
-                           "log_prob_per_token": t.log_prob_per_token, "sentences": t.sentences,
-                           "cut_sentences": t.cut}
-    if nbest:
-        row["nbest"] = [{"text": text, "score": score, "log_prob": lp,
-                         "log_prob_per_token": lp / n if n else None}
-                        for (text, score), (lp, n) in zip(t.nbest, t.nbest_log_probs, strict=True)]
-    if alignments:
-        row["alignments"] = [list(pair) for pair in t.alignments or []]
-    return row
-
-
 async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     start = time.perf_counter()
     state = server_state(request)
@@ -190,7 +175,7 @@ async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     found = await queued(request, model, (list(req.texts), options, req.split, prefixes, tag, phrases),
                          tokens=tokens, timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)
-    out = [_translation_row(t, nbest=req.nbest is not None, alignments=bool(req.alignments))
+    out = [t.to_dict(nbest=req.nbest is not None, alignments=bool(req.alignments))
            for t in found]
     return {"model": model.name, "translations": out, "timing": _elapsed_ms(start)}
 

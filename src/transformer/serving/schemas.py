@@ -81,7 +81,7 @@ class _TranslateFields(Request):
         """Each text's target phrases: its own ``constraints``, then the ``glossary``'s target
         terms whose source terms it holds; None when neither field is given. ValueError, naming
         the field, for a count that is not one per text or an empty phrase or term."""
-        from transformer.inference.glossary import glossary_phrases
+        from transformer.inference.glossary import merged_phrases
 
         if self.constraints is None and self.glossary is None:
             return None
@@ -97,8 +97,7 @@ class _TranslateFields(Request):
         for i, (source, target) in enumerate(pairs):
             if not source or not target:
                 raise ValueError(f"glossary[{i}]: the {'source' if not source else 'target'} term is empty")
-        return [[p.strip() for p in phrases] + [t for t in glossary_phrases(text, pairs) if t not in phrases]
-                for text, phrases in zip(self.texts, own, strict=True)]
+        return merged_phrases(self.texts, own, pairs)
 
 
 _KINDS: dict[str, Any] = {"int": int, "float": float, "bool": bool, "text": Text, "phrases": list[Text]}
