@@ -281,3 +281,13 @@ def test_routes_of_a_multi_target_model_are_its_tags(lt_served):
     state.settings = ServeSettings(model_languages=(ModelLanguages("en-mul", "en", ("fra", "it")),))
     assert language_routes(state) == {("en", "fra"): Route("en-mul", ">>FRA<<"),
                                       ("en", "it"): Route("en-mul", None)}
+
+
+def test_without_language_detection_auto_is_a_400_naming_it(lt, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "py3langid.langid", None)
+    client = lt()
+    refused(client.post("/translate", json={"q": EN, "source": "auto", "target": "de"}), 400,
+            "source", "py3langid")
+    assert client.post("/translate", json={"q": EN, "source": "en", "target": "de"}).status_code == 200
