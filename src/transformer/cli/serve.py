@@ -21,6 +21,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="serve models over HTTP (JSON API and the web page at /)",
         description="Load every --model once and serve them: POST /v1/translate, /v1/attention, "
         "/v1/classify, /v1/admin/reload; GET /v1/models, /health, /metrics (Prometheus), "
+        "LibreTranslate's POST /translate, /detect and GET /languages, "
         "/openapi.json, and the web page at /. Concurrent requests for one model are decoded "
         "together (dynamic batching) through a bounded queue. SIGHUP reloads the models whose "
         "directories changed; SIGTERM answers every request let in, then exits.",
