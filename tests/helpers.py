@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import torch
@@ -162,3 +167,34 @@ def stop_with_sigterm(proc, ready, *, timeout: float) -> str:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err[-2000:]
     return err
+
+
+LOADED_S = 120.0  # a margin for a loaded machine: starting a server takes seconds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(tmp_path, *flags: str) -> tuple[subprocess.Popen, str]:
+    """``transformer serve FLAGS`` on a free port (its stderr to a file); once /health answers."""
+    import httpx
+
+    port = free_port()
+    err = open(tmp_path / "serve.err", "w", encoding="utf-8")  # noqa: SIM115  # closed with the process
+    proc = subprocess.Popen([sys.executable, "-m", "transformer", "serve", "--port", str(port),
+                             "--threads", "1", "--precision", "fp32", *flags],
+                            stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ))
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + LOADED_S
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, (tmp_path / "serve.err").read_text()
+        try:
+            if httpx.get(url + "/health", timeout=5).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the server never answered /health")

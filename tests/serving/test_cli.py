@@ -74,3 +74,27 @@ def test_no_key_anywhere_serves_openly(monkeypatch, capsys, translation_dir):
     assert main(["serve", "--model", str(translation_dir), "--precision", "fp32"]) == 0
     with TestClient(apps[0]) as client:
         assert client.get("/v1/models").status_code == 200
+
+
+@pytest.mark.parametrize(("spec", "words"), [
+    ("en-de", ["--languages 'en-de'", "NAME=SOURCE:TARGET"]),
+    ("x=en", ["NAME=SOURCE:TARGET"]),
+    ("x=en:", ["NAME=SOURCE:TARGET"]),
+    ("x=:de", ["NAME=SOURCE:TARGET"]),
+    ("x=en:de,de", ["twice"]),
+    ("other=en:de", ["--languages other", "no --model", "numbers"]),
+])
+def test_bad_languages(capsys, translation_dir, spec, words):
+    assert main(["serve", "--model", f"numbers={translation_dir}", "--languages", spec]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("transformer: error: ") and "\n" not in err
+    for word in words:
+        assert word in err, err
+
+
+def test_languages_are_stated_lowercased(monkeypatch, translation_dir):
+    from transformer.serving.settings import ModelLanguages
+
+    apps = served_apps(monkeypatch)
+    assert main(["serve", "--model", f"numbers={translation_dir}", "--languages", "numbers=EN:De,fr"]) == 0
+    assert apps[0].fastapi.state.settings.model_languages == (ModelLanguages("numbers", "en", ("de", "fr")),)

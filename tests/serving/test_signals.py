@@ -12,12 +12,9 @@ one is answered, and the signal in the middle.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,36 +23,10 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
+from helpers import LOADED_S, start_server  # noqa: E402
 from transformer.data.builtin_task import english_number  # noqa: E402
 
-LOADED_S = 120.0  # a margin for a loaded machine: starting takes seconds
 TEXTS = [english_number(n) for n in (7, 42, 365, 1999)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(tmp_path, *flags: str) -> tuple[subprocess.Popen, str]:
-    """``transformer serve FLAGS`` on a free port (its stderr to a file); once /health answers."""
-    port = free_port()
-    err = open(tmp_path / "serve.err", "w", encoding="utf-8")  # noqa: SIM115  # closed with the process
-    proc = subprocess.Popen([sys.executable, "-m", "transformer", "serve", "--port", str(port),
-                             "--threads", "1", "--precision", "fp32", *flags],
-                            stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + LOADED_S
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, (tmp_path / "serve.err").read_text()
-        try:
-            if httpx.get(url + "/health", timeout=5).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.2)
-    proc.kill()
-    raise AssertionError("the server never answered /health")
 
 
 @dataclass

@@ -9,7 +9,7 @@ from transformer.cli.common import add_device_threads, inference_device, set_thr
 from transformer.cli.decoding import add_engine
 from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.errors import InputError
-from transformer.serving.settings import Limits, ServeSettings, api_keys
+from transformer.serving.settings import Limits, ServeSettings, api_keys, parse_languages
 
 API_KEY_ENV = "TRANSFORMER_API_KEY"
 DEFAULT = ServeSettings()
@@ -21,6 +21,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="serve models over HTTP (JSON API and the web page at /)",
         description="Load every --model once and serve them: POST /v1/translate, /v1/attention, "
         "/v1/classify, /v1/admin/reload; GET /v1/models, /health, /metrics (Prometheus), "
+        "LibreTranslate's POST /translate, /detect and GET /languages, "
         "/openapi.json, and the web page at /. Concurrent requests for one model are decoded "
         "together (dynamic batching) through a bounded queue. SIGHUP reloads the models whose "
         "directories changed; SIGTERM answers every request let in, then exits.",
@@ -28,6 +29,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", action="append", required=True, metavar="[NAME=]RUN_DIR",
                    help="a model directory, named NAME in requests (default: the directory's name); "
                    "repeat for more models")
+    p.add_argument("--languages", action="append", default=[], metavar="NAME=SOURCE:TARGET[,TARGET...]",
+                   help="the languages of the model NAME, for LibreTranslate's routes (POST "
+                   "/translate, /detect, GET /languages), when its run record lacks src_lang and "
+                   "tgt_lang (or to choose a multi-target model's >>id<< targets); repeat per model")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--batch-wait-ms", type=float,
@@ -96,7 +101,8 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
                                  max_queue_wait_s=args.max_queue_wait_s, timeout_s=args.timeout_s,
                                  drain_s=args.drain_s),
                          batching=not args.no_batching, api_keys=keys, limits=limits,
-                         cors_origins=tuple(args.cors_origin))
+                         cors_origins=tuple(args.cors_origin),
+                         model_languages=tuple(parse_languages(spec) for spec in args.languages))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,7 +117,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"serve needs the 'serve' extra (pip install 'transformer[serve]'): {err}") from None
 
     set_threads(args.threads)
-    served = load_served(parse_model_specs(args.model), precision=args.precision,
+    specs = parse_model_specs(args.model)
+    for stated in settings.model_languages:
+        if stated.model not in specs:
+            raise InputError(f"--languages {stated.model}=...: no --model is named {stated.model!r} "
+                             f"(models: {', '.join(specs)})")
+    served = load_served(specs, precision=args.precision,
                          engine=args.engine, device=inference_device(args.device, args.precision))
     app = create_app(served, settings=settings)
     print(f"serving {', '.join(served)} on http://{args.host}:{args.port}/ (API: /docs)", flush=True)

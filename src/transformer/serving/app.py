@@ -5,7 +5,8 @@
     uvicorn.run(app, host="127.0.0.1", port=8000)   # or serve_until_stopped(app, ...)
 
 Routes: ``POST /v1/translate``, ``POST /v1/attention``, ``POST /v1/classify``, ``GET /v1/models``,
-``POST /v1/admin/reload``, ``GET /health``, ``GET /metrics``, the web page at ``/`` (files of
+``POST /v1/admin/reload``, ``GET /health``, ``GET /metrics``, LibreTranslate's ``POST /translate``,
+``POST /detect`` and ``GET /languages`` (:mod:`transformer.serving.libretranslate`), the web page at ``/`` (files of
 ``serving/static``) and the OpenAPI schema at ``/openapi.json``. Every error is a 4xx or 5xx with
 ``{"error": "one line"}``.
 
@@ -27,6 +28,7 @@ from fastapi.staticfiles import StaticFiles
 
 from transformer.serving.errors import ApiError, add_error_handlers
 from transformer.serving.guard import Guard
+from transformer.serving.libretranslate import add_libretranslate_routes
 from transformer.serving.metrics import Metrics
 from transformer.serving.models import ServedModel
 from transformer.serving.routes import STATIC, add_routes, submit_unless_gone
@@ -49,6 +51,7 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
     app.state.batchers = state.batchers  # by model name, once started (what a test or a probe inspects)
     add_error_handlers(app)
     add_routes(app)
+    add_libretranslate_routes(app)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return _guarded(app, settings=settings, state=state)
 
@@ -74,4 +77,5 @@ def _guarded(app: FastAPI, *, settings: ServeSettings, state: ServerState) -> Gu
     guarded = Guard(inner, metrics=state.metrics, max_body=settings.max_body_bytes, keys=settings.api_keys,
                     every_queue_full=state.every_queue_full)
     guarded.fastapi = app  # type: ignore[attr-defined]  # the routes, for tests and tools
+    app.state.guard = guarded  # LibreTranslate's routes check their body's key through it
     return guarded

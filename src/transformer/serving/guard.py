@@ -4,6 +4,13 @@ with a one-line JSON error, holds each key to its requests per minute (429 with 
 and hands the routes a body it has already read in full (so a client that sends slowly holds only
 its own request, never the model). It also counts the requests it let in and has not answered yet,
 so a draining server knows when every one has its answer.
+
+LibreTranslate's routes (``/translate``, ``/detect``, ``/languages``) pass it in their own terms:
+their key comes in the body or the query string, so their route checks it through
+:meth:`Guard.libretranslate_refusal` (400 missing, 403 unknown, 429 over its rate); a refusal of
+the guard's own (body limit, UTF-8, every queue full) gets the status LibreTranslate's clients
+know (400, 400, 429), and every answer on them allows any origin (``Access-Control-Allow-Origin:
+*``, preflights answered here), as LibreTranslate's do.
 """
 
 from __future__ import annotations
@@ -25,7 +32,17 @@ Message = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
                    Awaitable[None]]
 PROTECTED_PREFIX = "/v1/"  # the API; the page, /health and /metrics stay open
-QUEUED_PATHS = frozenset({"/v1/translate", "/v1/classify", "/v1/attention"})  # through a model's queue
+QUEUED_PATHS = frozenset({"/v1/translate", "/v1/classify", "/v1/attention", "/translate"})  # through a model's queue
+LIBRETRANSLATE_PATHS = frozenset({"/translate", "/detect", "/languages"})
+# our refusals as the statuses LibreTranslate's clients know: limits and validation 400, shedding
+# 429, a deadline passed 500
+LIBRETRANSLATE_STATUS = {404: 400, 413: 400, 422: 400, 503: 429, 504: 500}
+CORS_ANY = [(b"access-control-allow-origin", b"*")]
+
+
+def libretranslate_status(status: int) -> int:
+    """The status a LibreTranslate client gets for our ``status``."""
+    return LIBRETRANSLATE_STATUS.get(status, status)
 
 
 async def send_error(send: Callable[[Message], Awaitable[None]], status: int, line: str,
@@ -57,18 +74,56 @@ class Guard:
         self.windows = {k.key: RateWindow(k.per_minute) for k in keys if k.per_minute is not None}
         self.clock = clock
 
-    def _key_of(self, headers: dict[bytes, bytes]) -> ApiKey | None:
-        """The key the request carries, or None; every key is compared, so the time taken tells
-        nothing about which one nearly matched."""
+    @staticmethod
+    def header_key(headers: dict[bytes, bytes]) -> bytes:
+        """The key the request's headers carry (b"": none)."""
         given = headers.get(b"x-api-key", b"")
         auth = headers.get(b"authorization", b"")
         if auth[:7].lower() == b"bearer ":
             given = auth[7:].strip()
+        return given
+
+    def _match(self, given: bytes) -> ApiKey | None:
+        """The key ``given`` is, or None; every key is compared, so the time taken tells nothing
+        about which one nearly matched."""
         found = None
         for raw, key in self.keys:
             if hmac.compare_digest(given, raw):
                 found = key
         return found
+
+    def _key_of(self, headers: dict[bytes, bytes]) -> ApiKey | None:
+        """The key the request carries, or None."""
+        return self._match(self.header_key(headers))
+
+    def _over_rate(self, key: ApiKey) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
+        """Take one request from ``key``'s rate: None when let in, else the 429 (counted)."""
+        window = self.windows.get(key.key)
+        wait = window.take(now=self.clock()) if window is not None else 0.0
+        if wait <= 0:
+            return None
+        self.metrics.rate_limited[key.name] += 1
+        retry = max(1, math.ceil(wait))
+        return (429, f"rate limit: at most {key.per_minute} requests a minute for this key; "
+                f"retry after {retry} s", [(b"retry-after", str(retry).encode())])
+
+    def libretranslate_refusal(self, given: str | None) -> tuple[int, str, dict[str, str]] | None:
+        """For a LibreTranslate route whose request carries the key ``given`` (its ``api_key``,
+        else its headers'; "" or None: none): None when let in (always, on a server without
+        keys), else (status, line, headers): 400 without a key, 403 for an unknown one, 429 over
+        its rate."""
+        if not self.keys:
+            return None
+        if not given:
+            return 400, "api_key: missing; this server needs an API key", {}
+        key = self._match(given.encode())
+        if key is None:
+            return 403, "api_key: invalid API key", {}
+        over = self._over_rate(key)
+        if over is None:
+            return None
+        status, line, headers = over
+        return status, line, {name.decode(): value.decode() for name, value in headers}
 
     async def _refused(self, scope: Scope, headers: dict[bytes, bytes],
                        send: Callable[[Message], Awaitable[None]]) -> bool:
@@ -80,19 +135,16 @@ class Guard:
             await send_error(send, 401, "authorization: missing or wrong API key "
                              "(send 'Authorization: Bearer KEY' or 'X-API-Key: KEY')")
             return True
-        window = self.windows.get(key.key)
-        wait = window.take(now=self.clock()) if window is not None else 0.0
-        if wait > 0:
-            self.metrics.rate_limited[key.name] += 1
-            retry = max(1, math.ceil(wait))
-            await send_error(send, 429, f"rate limit: at most {key.per_minute} requests a minute "
-                             f"for this key; retry after {retry} s",
-                             headers=[(b"retry-after", str(retry).encode())])
+        over = self._over_rate(key)
+        if over is not None:
+            status, line, headers_out = over
+            await send_error(send, status, line, headers=headers_out)
             return True
         return False
 
     async def _shed(self, scope: Scope, send: Callable[[Message], Awaitable[None]]) -> bool:
-        """Answer 503 to a request for a queued route when every model's queue is full."""
+        """Answer 503 (LibreTranslate's routes: 429) to a request for a queued route when every
+        model's queue is full."""
         if self.every_queue_full is None or scope["path"] not in QUEUED_PATHS:
             return False
         wait = self.every_queue_full()
@@ -104,6 +156,17 @@ class Guard:
                          f"retry after {retry} s", headers=[(b"retry-after", str(retry).encode())])
         return True
 
+    @staticmethod
+    async def _preflight(headers: dict[bytes, bytes], send: Callable[[Message], Awaitable[None]]) -> None:
+        """A browser's CORS preflight of a LibreTranslate route: any origin, GET and POST, the
+        headers it asks for."""
+        asked = headers.get(b"access-control-request-headers", b"content-type")
+        await send({"type": "http.response.start", "status": 204,
+                    "headers": [(b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+                                (b"access-control-allow-headers", asked),
+                                (b"access-control-max-age", b"600")]})
+        await send({"type": "http.response.body", "body": b""})
+
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                        send: Callable[[Message], Awaitable[None]]) -> None:
         if scope["type"] != "http":
@@ -113,10 +176,16 @@ class Guard:
         status = 500
 
         answered = False
+        libretranslate = scope["path"] in LIBRETRANSLATE_PATHS
 
         async def send_counted(message: Message) -> None:
             nonlocal status, answered
             if message["type"] == "http.response.start":
+                if libretranslate:  # its answers, refusals included, in its terms
+                    message = {**message, "status": libretranslate_status(int(message["status"]))}
+                    names = {name.lower() for name, _ in message.get("headers", [])}
+                    if b"access-control-allow-origin" not in names:
+                        message["headers"] = [*message.get("headers", []), *CORS_ANY]
                 status = int(message["status"])
             await send(message)
             if message["type"] == "http.response.body" and not message.get("more_body", False):
@@ -135,6 +204,9 @@ class Guard:
     async def _handle(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                       send: Callable[[Message], Awaitable[None]]) -> None:
         headers = dict(scope.get("headers", []))
+        if scope["method"] == "OPTIONS" and scope["path"] in LIBRETRANSLATE_PATHS:
+            await self._preflight(headers, send)
+            return
         if await self._refused(scope, headers, send):
             return
         if scope["method"] not in ("POST", "PUT", "PATCH"):

@@ -15,7 +15,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # requests per batch
 KNOWN_PATHS = frozenset({"/", "/health", "/metrics", "/v1/models", "/v1/translate",
                          "/v1/attention", "/v1/classify", "/openapi.json", "/docs",
-                         "/v1/admin/reload"})
+                         "/v1/admin/reload", "/translate", "/detect", "/languages"})
 
 
 class Histogram:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,12 @@ class ServedModel:
     fingerprint: Fingerprint = ()  # of the directory's files when loading began
     # one thread per model: a model is never used by two calls at once
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=1))
+
+    @cached_property
+    def language_tags(self) -> list[str]:
+        """The ids of a multi-target translator's ``>>id<<`` source pieces ([] for none), read
+        once (a reload makes a new ServedModel)."""
+        return target_langs(self.translator.src_tokenizer) if self.translator is not None else []
 
     @property
     def max_tokens(self) -> int:

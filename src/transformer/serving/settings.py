@@ -137,6 +137,33 @@ def read_keys_file(path: str | Path) -> tuple[ApiKey, ...]:
 
 
 @dataclass(frozen=True)
+class ModelLanguages:
+    """The languages the model ``model`` translates between, as ``serve --languages
+    NAME=SOURCE:TARGET[,TARGET...]`` states them (for a run record without ``src_lang`` and
+    ``tgt_lang``, or to say which of a multi-target model's ``>>id<<`` targets to offer and under
+    which code). Codes are lowercased, as LibreTranslate's are."""
+
+    model: str
+    source: str
+    targets: tuple[str, ...]
+
+
+def parse_languages(spec: str) -> ModelLanguages:
+    """``NAME=SOURCE:TARGET[,TARGET...]`` -> :class:`ModelLanguages`; InputError naming the flag
+    and the value for anything else."""
+    name, sep, pair = spec.partition("=")
+    source, colon, targets = pair.partition(":")
+    codes = [t.strip().lower() for t in targets.split(",")]
+    if not sep or not colon or not name or not source.strip() or not all(codes) \
+            or any(c.isspace() or "=" in c for c in [source, *codes]):
+        raise InputError(f"--languages {spec!r}: expected NAME=SOURCE:TARGET[,TARGET...] "
+                         "(e.g. en-de=en:de)")
+    if len(set(codes)) != len(codes):
+        raise InputError(f"--languages {spec!r}: a target is given twice")
+    return ModelLanguages(model=name, source=source.strip().lower(), targets=tuple(codes))
+
+
+@dataclass(frozen=True)
 class ServeSettings:
     """How the server batches, what it lets in and how long a request may wait.
 
@@ -155,6 +182,8 @@ class ServeSettings:
     max_body_bytes: int = 1 << 20
     api_keys: tuple[ApiKey, ...] = ()  # none: the API is open
     cors_origins: tuple[str, ...] = ()
+    # languages stated for models whose run record lacks them (serve --languages)
+    model_languages: tuple[ModelLanguages, ...] = ()
     limits: Limits = field(default_factory=Limits)
     # a latency target, not a machine figure: under overload the requests let in take about
     # this long (p99 1.5-1.7 s at 1.0, 0.95 s at 0.5, a shared core of a 2-core AMD EPYC at
@@ -175,6 +204,13 @@ class ServeSettings:
         keys = [k.key for k in self.api_keys]
         if len(set(keys)) != len(keys):
             raise InputError("--api-key: a key is given twice")
+        named = [m.model for m in self.model_languages]
+        if len(set(named)) != len(named):
+            raise InputError("--languages: a model's languages are given twice")
+
+    def languages_of(self, model: str) -> ModelLanguages | None:
+        """The languages stated for ``model`` (``serve --languages``), or None."""
+        return next((m for m in self.model_languages if m.model == model), None)
 
     def describe(self) -> dict[str, float | int]:
         """What ``GET /v1/models`` shows under ``limits`` (and the page)."""
