@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 class InputError(ValueError):
     """Bad input from the user: a file, line or value that cannot be used.
@@ -9,6 +11,18 @@ class InputError(ValueError):
     The message must name the file, line or value at fault and fit on one line; the command line
     prints it as ``transformer: error: <message>`` and exits with status 2.
     """
+
+
+def read_text(path: str | os.PathLike[str], what: str) -> str:
+    """The UTF-8 text of ``path``; InputError naming it for a missing or unreadable file
+    (``what``: the kind of file, for the message)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {what}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read the {what} ({first_line(err)})") from None
 
 
 def first_line(err: BaseException) -> str:

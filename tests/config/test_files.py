@@ -72,7 +72,7 @@ def test_a_file_that_is_not_a_configuration_is_one_line(tmp_path, text, words):
     path = write(tmp_path / "c.json", text)
     with pytest.raises(InputError, match=re.escape(words)):
         read_run_config(path, task="translation")
-    with pytest.raises(InputError, match="configuration file not found"):
+    with pytest.raises(InputError, match="no such configuration file"):
         read_run_config(tmp_path / "missing.json", task="translation")
 
 

@@ -87,7 +87,7 @@ def test_read_metrics_names_the_bad_line(tmp_path):
 
 @pytest.mark.parametrize("setup, fragment", [
     ("missing", "no such model directory"),
-    ("no-metrics", "metrics.jsonl: no such file"),
+    ("no-metrics", "metrics.jsonl: no such metrics file"),
     ("empty", "no metrics recorded"),
     ("bad", ", line 1: not valid JSON"),
 ])

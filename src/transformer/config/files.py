@@ -28,7 +28,7 @@ from typing import Any, Union
 from transformer.config.model import ModelConfig
 from transformer.config.overrides import apply_overrides
 from transformer.config.runs import ClassifierTrainConfig, TranslationTrainConfig
-from transformer.errors import InputError
+from transformer.errors import InputError, read_text
 
 RUN_CONFIGS: Mapping[str, type] = types.MappingProxyType({
     "translation": TranslationTrainConfig,
@@ -45,12 +45,7 @@ def read_run_config(path: str | Path, *, task: str) -> Any:
     """The ``task`` run configuration (translation or classification) in the file ``path``;
     InputError in one line naming the file and the key at fault."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: configuration file not found") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read the configuration ({err})") from None
+    text = read_text(path, "configuration file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:

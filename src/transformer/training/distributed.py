@@ -139,20 +139,20 @@ def all_reduce_max(values: list[int], *, device: torch.device) -> list[int]:
 
 def broadcast_int(value: int, *, device: torch.device) -> int:
     """Rank 0's ``value`` on every rank (so that every rank stops at the same step)."""
-    if not current().is_distributed:
-        return value
-    t = torch.tensor([value], dtype=torch.int64, device=_comm_device(device))
-    dist.broadcast(t, src=0)
-    return int(t.item())
+    return int(_broadcast(value, torch.int64, device))
 
 
 def broadcast_float(value: float, *, device: torch.device) -> float:
     """Rank 0's ``value`` on every rank (rank 0's clock decides for everyone)."""
+    return float(_broadcast(value, torch.float64, device))
+
+
+def _broadcast(value: float, dtype: torch.dtype, device: torch.device) -> float:
     if not current().is_distributed:
         return value
-    t = torch.tensor([value], dtype=torch.float64, device=_comm_device(device))
+    t = torch.tensor([value], dtype=dtype, device=_comm_device(device))
     dist.broadcast(t, src=0)
-    return float(t.item())
+    return t.item()
 
 
 def gather_to_main(obj: Any) -> list[Any] | None:

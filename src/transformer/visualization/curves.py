@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from transformer.config.choices import METRICS
 from transformer.data.text_files import json_object
-from transformer.errors import InputError
+from transformer.errors import InputError, read_text
 from transformer.visualization.figures import new_figure, style
 
 if TYPE_CHECKING:
@@ -32,12 +32,7 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     (naming the file and line).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read: {err}") from None
+    text = read_text(path, "metrics file")
     records = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
