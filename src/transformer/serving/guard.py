@@ -25,7 +25,8 @@ Message = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
                    Awaitable[None]]
 PROTECTED_PREFIX = "/v1/"  # the API; the page, /health and /metrics stay open
-QUEUED_PATHS = frozenset({"/v1/translate", "/v1/classify", "/v1/attention"})  # through a model's queue
+QUEUED_PATHS = frozenset({"/v1/translate", "/v1/translate/stream", "/v1/classify",
+                          "/v1/attention"})  # through a model's queue
 
 
 async def send_error(send: Callable[[Message], Awaitable[None]], status: int, line: str,
