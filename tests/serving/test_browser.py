@@ -12,6 +12,7 @@ except under CI (``CI=true``), where it fails.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import socket
@@ -263,3 +264,33 @@ def test_page_completes_a_typed_prefix_keeps_glossary_terms_and_shows_alignments
     error = wait_for(browser, "const s = document.getElementById('translate-status');"
                               "return s.classList.contains('error') && s.textContent")
     assert error.startswith("glossary line 1")
+
+
+def test_page_shows_a_paragraphs_first_sentence_before_the_last_is_done(server, browser, trained_numbers):
+    """A paragraph of twelve sentences, translated through ``/v1/translate/stream``: the page
+    shows the first sentence's translation alone (the rest not yet decoded), and at the end the
+    whole answer, equal to ``/v1/translate``'s."""
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    if os.environ.get("SERVE_MODEL"):
+        pytest.skip("its sentences are the number-words model's")
+    model = trained_numbers.partition("=")[0]
+    paragraph = " ".join(f"{n} hundred and {m}." for n, m in zip(
+        ["one", "two", "three", "four", "five", "six"] * 2, ["seven", "eight", "nine"] * 4, strict=True))
+    streamed = httpx.post(server + "/v1/translate/stream", json={"model": model, "texts": [paragraph]},
+                          timeout=60).text
+    first = json.loads(streamed.split("\n\n")[0].split("\n")[1][len("data: "):])
+    assert first["index"] == 0 and first["source"] == "one hundred and seven."
+    want = httpx.post(server + "/v1/translate", json={"model": model, "texts": [paragraph], "beam": 4,
+                                                      "alignments": True}, timeout=60).json()
+
+    browser.get(server + "/")
+    wait_for(browser, "return document.querySelectorAll('#translate-model option').length > 0")
+    browser.find_element(By.ID, "source").send_keys(paragraph)
+    browser.find_element(By.ID, "translate").click()
+    log = wait_for(browser, "const l = window.streamLog; return l.length && l[l.length - 1].done && l")
+    assert len(log) == 12 + 1 and [e.get("index") for e in log[:-1]] == list(range(12))
+    assert log[0] == {"index": 0, "shown": first["text"], "done": False}  # alone, the rest to come
+    assert first["text"] != want["translations"][0]["text"]
+    assert _page_translation(browser) == want["translations"][0]["text"]

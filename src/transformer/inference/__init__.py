@@ -6,6 +6,7 @@
     load_classifier("runs/nsmc").predict(["재밌어요"]).labels(0)
     score_pairs(load_scorer("runs/m30k"), ["A dog runs."], ["Ein Hund rennt."])[0].log_prob
     load_translator("runs/m30k", alignments=True)   # translate_lines then gives each line's pairs
+    for event in stream_translation(translator, [paragraph]): ...   # sentence by sentence
 
 One floor above ``decoding`` (search and its fast path) and ``evaluation`` (metrics); the verbs,
 the server and Python all come through :mod:`transformer.inference.loader`.
@@ -23,6 +24,7 @@ from transformer.inference.loader import (
     translator_for,
 )
 from transformer.inference.scoring import PairScore, Scorer, load_scorer, score_pairs
+from transformer.inference.streaming import SentenceDone, StreamDone, stream_translation
 from transformer.inference.translation_eval import evaluate_translation, read_test_set
 from transformer.inference.translator import Translation, Translator
 
@@ -31,4 +33,5 @@ __all__ = [
     "classifier_for", "evaluate_classifier", "evaluate_translation", "evaluation_data",
     "load_classifier", "load_translator", "read_test_set", "translate_lines", "translator_for",
     "AlignmentRule", "PairScore", "Scorer", "align_texts", "load_scorer", "pharaoh", "score_pairs",
+    "SentenceDone", "StreamDone", "stream_translation",
 ]

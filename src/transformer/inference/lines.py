@@ -81,22 +81,61 @@ def nth_sentence(text: str, number: int, *, lang: str = "en") -> tuple[str, list
     return sentences[number - 1], sentences
 
 
-def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool = True,
-                    src_lang: str = "en", tgt_lang: str | None = None, first_line: int = 1,
-                    prefixes: Sequence[str | None] | None = None,
-                    keys: Sequence[object] | None = None,
-                    constraints: Sequence[Sequence[str]] | None = None,
-                    options: DecodeOptions | None = None, source_prefix: Sequence[int] = (),
-                    log_probs: bool = True, progress: bool = False) -> list[LineTranslation]:
-    """Translate ``lines`` (each possibly several sentences); one :class:`LineTranslation` per
-    line, in order. A line with a sentence cut to fit gets one warning naming it (numbered from
-    ``first_line``). ``prefixes``: one target prefix per line ("": none; None, or no list: the
-    options' ``target_prefix``). ``keys``: what each line's random draws
-    follow when sampling (default: its number). ``constraints``: target phrases per line ([]:
-    none) that its translation must contain (a line with some is translated whole).
-    ``options``, ``source_prefix``, ``log_probs``, ``progress``: this call's, as
-    :meth:`Translator.translate <transformer.inference.translator.Translator.translate>` takes
-    them (``options`` None: the translator's)."""
+@dataclass
+class LinePlan:
+    """What :func:`translate_lines` decodes for some lines: their pieces (``units``: sentences,
+    or parts of a sentence too long for the model), each piece's target prefix, target phrases
+    and sampling key, and per line ``(first unit, end unit, sentences, cut)``. Decoding the units
+    in any groups (:meth:`translate`) and handing all their translations to :meth:`assemble`
+    gives what one call decodes (:mod:`transformer.inference.streaming` streams it so)."""
+
+    lines: list[str]
+    units: list[str]
+    prefixes: list[str]
+    phrases: list[list[str]]
+    keys: list[tuple[object, int]]
+    spans: list[tuple[int, int, int, int]]
+    constrained: bool  # whether the call was given constraints at all
+
+    def line_of(self) -> list[tuple[int, int]]:
+        """Per unit: (its line's place in ``lines``, its place in that line), from 0."""
+        return [(i, u - a) for i, (a, b, _, _) in enumerate(self.spans) for u in range(a, b)]
+
+    def translate(self, translator: Translator, start: int = 0, end: int | None = None, *,
+                  options: DecodeOptions | None = None, source_prefix: Sequence[int] = (),
+                  log_probs: bool = True, progress: bool = False) -> list[Translation]:
+        """The translations of ``units[start:end]``, in order (``options`` None: the
+        translator's)."""
+        part = slice(start, len(self.units) if end is None else end)
+        return translator.translate(self.units[part], options=options, prefixes=self.prefixes[part],
+                                    keys=self.keys[part],
+                                    constraints=self.phrases[part] if self.constrained else None,
+                                    source_prefix=source_prefix, log_probs=log_probs,
+                                    progress=progress)
+
+    def assemble(self, translator: Translator, found: Sequence[Translation], *,
+                 tgt_lang: str | None = None,
+                 options: DecodeOptions | None = None) -> list[LineTranslation]:
+        """One :class:`LineTranslation` per line from every unit's translation (``found``, in
+        unit order): its pieces joined, and its word alignments when the options ask for them."""
+        if len(found) != len(self.units):
+            raise ValueError(f"found: {len(found)} translations for {len(self.units)} units")
+        opt = translator.options if options is None else options
+        glue = joiner(tgt_lang)
+        out = [_joined(found[a:b], glue, sentences=n, cut=cut) for a, b, n, cut in self.spans]
+        if opt.alignments:
+            _align(translator, self.lines, self.units, [t.text for t in found], self.spans, out)
+        return out
+
+
+def plan_lines(translator: Translator, lines: Sequence[str], *, split: bool = True,
+               src_lang: str = "en", first_line: int = 1,
+               prefixes: Sequence[str | None] | None = None, keys: Sequence[object] | None = None,
+               constraints: Sequence[Sequence[str]] | None = None,
+               options: DecodeOptions | None = None) -> LinePlan:
+    """The :class:`LinePlan` of ``lines``: each split into sentences and each sentence cut to
+    the model's positions, as :func:`translate_lines` (whose keywords these are) translates
+    them. A line with a sentence cut to fit gets one warning naming it."""
     opt = translator.options if options is None else options
     limit = int(translator.config.max_len)
     tokenizer = translator.src_tokenizer
@@ -134,14 +173,31 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
                         "cut at clause or word boundaries and translated in pieces",
                         number, cut, limit)
         spans.append((start, len(units), len(sentences), cut))
-    found = translator.translate(units, options=opt, prefixes=unit_prefixes, keys=unit_keys,
-                                 constraints=unit_phrases if constraints is not None else None,
-                                 source_prefix=source_prefix, log_probs=log_probs, progress=progress)
-    glue = joiner(tgt_lang)
-    out = [_joined(found[a:b], glue, sentences=n, cut=cut) for a, b, n, cut in spans]
-    if opt.alignments:
-        _align(translator, lines, units, [t.text for t in found], spans, out)
-    return out
+    return LinePlan(list(lines), units, unit_prefixes, unit_phrases, unit_keys, spans,
+                    constrained=constraints is not None)
+
+
+def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool = True,
+                    src_lang: str = "en", tgt_lang: str | None = None, first_line: int = 1,
+                    prefixes: Sequence[str | None] | None = None,
+                    keys: Sequence[object] | None = None,
+                    constraints: Sequence[Sequence[str]] | None = None,
+                    options: DecodeOptions | None = None, source_prefix: Sequence[int] = (),
+                    log_probs: bool = True, progress: bool = False) -> list[LineTranslation]:
+    """Translate ``lines`` (each possibly several sentences); one :class:`LineTranslation` per
+    line, in order. A line with a sentence cut to fit gets one warning naming it (numbered from
+    ``first_line``). ``prefixes``: one target prefix per line ("": none; None, or no list: the
+    options' ``target_prefix``). ``keys``: what each line's random draws
+    follow when sampling (default: its number). ``constraints``: target phrases per line ([]:
+    none) that its translation must contain (a line with some is translated whole).
+    ``options``, ``source_prefix``, ``log_probs``, ``progress``: this call's, as
+    :meth:`Translator.translate <transformer.inference.translator.Translator.translate>` takes
+    them (``options`` None: the translator's)."""
+    plan = plan_lines(translator, lines, split=split, src_lang=src_lang, first_line=first_line,
+                      prefixes=prefixes, keys=keys, constraints=constraints, options=options)
+    found = plan.translate(translator, options=options, source_prefix=source_prefix,
+                           log_probs=log_probs, progress=progress)
+    return plan.assemble(translator, found, tgt_lang=tgt_lang, options=options)
 
 
 def _align(translator: Translator, lines: Sequence[str], units: list[str], texts: list[str],

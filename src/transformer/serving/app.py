@@ -4,7 +4,8 @@
     app = create_app(served, settings=ServeSettings(max_wait_ms=5))
     uvicorn.run(app, host="127.0.0.1", port=8000)   # or serve_until_stopped(app, ...)
 
-Routes: ``POST /v1/translate``, ``POST /v1/attention``, ``POST /v1/classify``, ``GET /v1/models``,
+Routes: ``POST /v1/translate``, ``POST /v1/translate/stream`` (server-sent events:
+:mod:`transformer.serving.stream`), ``POST /v1/attention``, ``POST /v1/classify``, ``GET /v1/models``,
 ``POST /v1/admin/reload``, ``GET /health``, ``GET /metrics``, LibreTranslate's ``POST /translate``,
 ``POST /detect`` and ``GET /languages`` (:mod:`transformer.serving.libretranslate`), the web page at ``/`` (files of
 ``serving/static``) and the OpenAPI schema at ``/openapi.json``. Every error is a 4xx or 5xx with
@@ -24,6 +25,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
 from transformer.serving.errors import ApiError, add_error_handlers
@@ -34,6 +36,7 @@ from transformer.serving.models import ServedModel
 from transformer.serving.routes import STATIC, add_routes, submit_unless_gone
 from transformer.serving.settings import ServeSettings
 from transformer.serving.state import ServerState
+from transformer.serving.stream import translate_stream
 
 __all__ = ["ApiError", "ServeSettings", "create_app", "submit_unless_gone"]
 
@@ -51,6 +54,8 @@ def create_app(served: dict[str, ServedModel], *, settings: ServeSettings | None
     app.state.batchers = state.batchers  # by model name, once started (what a test or a probe inspects)
     add_error_handlers(app)
     add_routes(app)
+    app.add_api_route("/v1/translate/stream", translate_stream, methods=["POST"],
+                      response_class=StreamingResponse)
     add_libretranslate_routes(app)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return _guarded(app, settings=settings, state=state)

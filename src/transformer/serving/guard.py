@@ -32,7 +32,8 @@ Message = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
                    Awaitable[None]]
 PROTECTED_PREFIX = "/v1/"  # the API; the page, /health and /metrics stay open
-QUEUED_PATHS = frozenset({"/v1/translate", "/v1/classify", "/v1/attention", "/translate"})  # through a model's queue
+QUEUED_PATHS = frozenset({"/v1/translate", "/v1/translate/stream", "/v1/classify", "/v1/attention",
+                          "/translate"})  # through a model's queue
 LIBRETRANSLATE_PATHS = frozenset({"/translate", "/detect", "/languages"})
 # our refusals as the statuses LibreTranslate's clients know: limits and validation 400, shedding
 # 429, a deadline passed 500

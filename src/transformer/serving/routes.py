@@ -37,13 +37,17 @@ STATIC = files("transformer.serving") / "static"
 
 
 async def submit_unless_gone(request: Any, batcher: Batcher, payload: Any, *, tokens: int,
-                             **submit: Any) -> Any:
+                             gone: asyncio.Future | None = None, **submit: Any) -> Any:
     """``batcher.submit(payload, **submit)``, given up as soon as the client disconnects: its
     request then leaves the queue and costs the others nothing. The disconnect is awaited (the
     next ASGI message after the body), never polled, so a full queue costs the event loop
-    nothing while it waits."""
+    nothing while it waits. ``gone``: a watch on the disconnect (:func:`watch_disconnect`) that
+    outlives this call (a stream's several submits), else one of its own."""
+    own = gone is None
+    gone = watch_disconnect(request) if gone is None else gone
+    if gone.done():
+        raise ApiError(499, "client disconnected")
     task = asyncio.ensure_future(batcher.submit(payload, tokens=tokens, **submit))
-    gone = asyncio.ensure_future(_disconnect(request))
     try:
         await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
         if task.done():
@@ -51,7 +55,13 @@ async def submit_unless_gone(request: Any, batcher: Batcher, payload: Any, *, to
         raise ApiError(499, "client disconnected")
     finally:
         task.cancel()  # a no-op once it is done; else the request leaves the queue
-        gone.cancel()
+        if own:
+            gone.cancel()
+
+
+def watch_disconnect(request: Any) -> asyncio.Future:
+    """A task done when the client of ``request`` (whose body has been read) disconnects."""
+    return asyncio.ensure_future(_disconnect(request))
 
 
 async def _disconnect(request: Any) -> None:
@@ -64,7 +74,8 @@ async def queued(request: Request, model: ServedModel, payload: Any, *, tokens: 
                  timeout_ms: int | None, **submit: Any) -> Any:
     """``payload`` through ``model``'s batcher (queued, batched, answered), waiting at most the
     server's ``--timeout-s`` or the request's shorter ``timeout_ms`` in the queue: ApiError 503
-    (with ``Retry-After``) when the queue is full, 504 when the wait runs out; both counted."""
+    (with ``Retry-After``) when the queue is full, 504 when the wait runs out; both counted
+    (``submit``: :func:`submit_unless_gone`'s ``gone`` and the batcher's ``call``)."""
     state = server_state(request)
     timeout_s = state.settings.timeout_s
     if timeout_ms is not None:

@@ -110,6 +110,62 @@ function linkWords(tr, pairs) {
 // completion shown is always the one of the prefix as it is now.
 let translateCalls = 0;
 
+// One row of the translations table: a source text and its translation (a /v1/translate
+// translation; `partial`: the sentences streamed so far, scores to come).
+function translationRow(source, t, partial) {
+  const tr = document.createElement("tr");
+  const src = document.createElement("td"); src.className = "source"; src.append(...wordSpans(source, "data-i"));
+  const out = document.createElement("td"); out.className = partial ? "translation partial" : "translation";
+  const top = document.createElement("div"); top.className = "text"; top.append(...wordSpans(t.text, "data-j"));
+  out.append(top);
+  for (const alt of (t.nbest || []).slice(1)) {
+    const d = document.createElement("div"); d.className = "nbest";
+    d.textContent = `${alt.text} (${alt.score.toFixed(3)})`; out.append(d);
+  }
+  const score = document.createElement("td"); score.className = "score";
+  score.textContent = partial ? "..." : t.score === null ? "greedy" : t.score.toFixed(3);
+  if (!partial && t.log_prob !== null && t.log_prob_per_token !== null)
+    score.title = `log-probability ${t.log_prob.toFixed(3)}, ${t.log_prob_per_token.toFixed(3)} a token`;
+  tr.append(src, out, score);
+  if (!partial) linkWords(tr, t.alignments || []);
+  return tr;
+}
+
+// POST /v1/translate/stream: calls onEvent(kind, data) for each server-sent event as it arrives.
+// A refusal before the first event is an ordinary JSON error; an error event after it throws.
+async function stream(path, body, onEvent) {
+  const headers = { "content-type": "application/json" };
+  const key = $("api-key").value.trim();
+  if (key) headers["authorization"] = "Bearer " + key;
+  const response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
+  if (!response.ok) {
+    const data = await response.json().catch(() => ({}));
+    throw new Error(data.error || response.statusText);
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+      let kind = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) kind = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      const parsed = JSON.parse(data);
+      if (kind === "error") throw new Error(parsed.error);
+      if (onEvent(kind, parsed) === false) { reader.cancel(); return; }
+    }
+  }
+}
+
+// What the last translation streamed showed, event by event (the browser test reads it).
+window.streamLog = [];
+
 async function translate() {
   const call = ++translateCalls;
   const texts = $("source").value.split("\n").map((t) => t.trim()).filter((t) => t);
@@ -124,29 +180,24 @@ async function translate() {
     if (glossary.length) body.glossary = glossary;
   } catch (err) { setStatus("translate-status", err.message, true); return; }
   setStatus("translate-status", "translating...");
+  const log = window.streamLog = [];
+  const shown = texts.map(() => []);  // each text's sentences so far
+  const glue = (parts) => parts.filter((p) => p).join(" ");
   try {
-    const data = await api("/v1/translate", body);
-    if (call !== translateCalls) return;
-    const rows = data.translations.map((t, i) => {
-      const tr = document.createElement("tr");
-      const src = document.createElement("td"); src.className = "source"; src.append(...wordSpans(texts[i], "data-i"));
-      const out = document.createElement("td"); out.className = "translation";
-      const top = document.createElement("div"); top.className = "text"; top.append(...wordSpans(t.text, "data-j"));
-      out.append(top);
-      for (const alt of (t.nbest || []).slice(1)) {
-        const d = document.createElement("div"); d.className = "nbest";
-        d.textContent = `${alt.text} (${alt.score.toFixed(3)})`; out.append(d);
+    await stream("/v1/translate/stream", body, (kind, data) => {
+      if (call !== translateCalls) return false;  // a newer request replaces this one
+      if (kind === "sentence") {
+        shown[data.text_index].push(data.text);
+        $("translations").replaceChildren(...texts.map((source, i) =>
+          translationRow(source, { text: glue(shown[i]) }, true)));
+        const row = $("translations").rows[data.text_index];  // what the page shows now
+        log.push({ index: data.index, shown: row.querySelector("td.translation .text").textContent, done: false });
+      } else if (kind === "done") {
+        $("translations").replaceChildren(...data.translations.map((t, i) => translationRow(texts[i], t, false)));
+        log.push({ done: true });
+        setStatus("translate-status", `${data.timing.total_ms.toFixed(0)} ms`);
       }
-      const score = document.createElement("td"); score.className = "score";
-      score.textContent = t.score === null ? "greedy" : t.score.toFixed(3);
-      if (t.log_prob !== null && t.log_prob_per_token !== null)
-        score.title = `log-probability ${t.log_prob.toFixed(3)}, ${t.log_prob_per_token.toFixed(3)} a token`;
-      tr.append(src, out, score);
-      linkWords(tr, t.alignments || []);
-      return tr;
     });
-    $("translations").replaceChildren(...rows);
-    setStatus("translate-status", `${data.timing.total_ms.toFixed(0)} ms`);
   } catch (err) {
     if (call === translateCalls) setStatus("translate-status", err.message, true);
   }

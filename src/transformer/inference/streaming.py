@@ -1,0 +1,106 @@
+"""Translations as they are made: one event per finished sentence, in order, then the whole
+answer, so that a page or a subtitle tool shows a long paragraph's first sentences while the rest
+is still being decoded.
+
+    for event in stream_translation(translator, ["Two dogs run. A cat sleeps. ..."]):
+        if isinstance(event, SentenceDone):
+            show(event.line, event.sentence, event.translation.text)
+        else:                                   # StreamDone: what translate_lines returns
+            keep(event.translations)
+
+The lines are split and cut as :func:`~transformer.inference.lines.translate_lines` splits them
+(:func:`~transformer.inference.lines.plan_lines`); their sentences are decoded in chunks
+(:func:`chunk_bounds`): the first sentence alone, so that it arrives early, then the rest in
+batches of the translator's batch size, so that the whole answer costs about what one call costs
+(the sentences of a chunk arrive together). Joining a line's sentence events gives the line's
+translation, and the final event is what one :func:`translate_lines` call answers (a search that
+depends on the batch it runs in may differ in the last bits between the two, as any two batch
+sizes may).
+
+No event per decoded token: beam search has no prefix that stays (a later step may drop every
+hypothesis that shares the text shown so far).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from transformer.config.decoding import DecodeOptions
+from transformer.inference.lines import LinePlan, LineTranslation, _joined, plan_lines
+from transformer.inference.translator import Translator
+
+FIRST_CHUNK = 1  # sentences decoded before the first event: one, so that it comes soon
+
+
+@dataclass
+class SentenceDone:
+    """One finished sentence: ``index`` its place among all the sentences streamed (from 0),
+    ``line`` the input line it belongs to and ``sentence`` its place in that line (from 0);
+    ``source`` the text decoded and ``translation`` its translation (a one-sentence
+    :class:`~transformer.inference.lines.LineTranslation`: its text, score and log-probability)."""
+
+    index: int
+    line: int
+    sentence: int
+    source: str
+    translation: LineTranslation
+
+
+@dataclass
+class StreamDone:
+    """The end of a stream: one :class:`~transformer.inference.lines.LineTranslation` per input
+    line, as :func:`~transformer.inference.lines.translate_lines` returns them."""
+
+    translations: list[LineTranslation]
+
+
+def chunk_bounds(count: int, *, first: int = FIRST_CHUNK, size: int = 64) -> list[tuple[int, int]]:
+    """``count`` sentences in the chunks a stream decodes them in, as (start, end) pairs: the
+    first ``first`` alone, then ``size`` at a time."""
+    if first < 1 or size < 1:
+        raise ValueError(f"first and size must be positive, got {first} and {size}")
+    bounds, start = [], 0
+    while start < count:
+        end = min(count, start + (first if start == 0 else size))
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def sentence_events(plan: LinePlan, start: int, found: Sequence[Any]) -> list[SentenceDone]:
+    """The events of ``plan``'s units ``start, start + 1, ...`` translated as ``found``."""
+    where = plan.line_of()
+    out = []
+    for k, translation in enumerate(found, start=start):
+        line, sentence = where[k]
+        one = _joined([translation], "", sentences=1, cut=0)
+        out.append(SentenceDone(k, line, sentence, plan.units[k], one))
+    return out
+
+
+def stream_translation(translator: Translator, lines: Sequence[str], *, split: bool = True,
+                       src_lang: str = "en", tgt_lang: str | None = None,
+                       prefixes: Sequence[str | None] | None = None,
+                       keys: Sequence[object] | None = None,
+                       constraints: Sequence[Sequence[str]] | None = None,
+                       options: DecodeOptions | None = None, source_prefix: Sequence[int] = (),
+                       log_probs: bool = True, first: int = FIRST_CHUNK,
+                       chunk_size: int | None = None) -> Iterator[SentenceDone | StreamDone]:
+    """Translate ``lines`` as :func:`~transformer.inference.lines.translate_lines` does (same
+    keywords), yielding a :class:`SentenceDone` per sentence in order as its chunk is decoded,
+    then one :class:`StreamDone`. ``first``: sentences in the first chunk; ``chunk_size``: in
+    each later one (default the translator's batch size). Nothing is decoded before the
+    generator is advanced, and closing it early leaves the sentences after the current chunk
+    undecoded."""
+    plan = plan_lines(translator, lines, split=split, src_lang=src_lang, prefixes=prefixes,
+                      keys=keys, constraints=constraints, options=options)
+    found: list[Any] = []
+    for start, end in chunk_bounds(len(plan.units), first=first,
+                                   size=chunk_size or translator.batch_size):
+        part = plan.translate(translator, start, end, options=options,
+                              source_prefix=source_prefix, log_probs=log_probs)
+        found.extend(part)
+        yield from sentence_events(plan, start, part)
+    yield StreamDone(plan.assemble(translator, found, tgt_lang=tgt_lang, options=options))

@@ -1,0 +1,131 @@
+"""``POST /v1/translate/stream``: the ``/v1/translate`` request, answered as server-sent events
+while its sentences are decoded.
+
+    event: sentence
+    data: {"index": 0, "text_index": 0, "sentence": 0, "source": "Two dogs run.", "text": ..., "score": ...}
+
+    event: done
+    data: {"model": "en-de", "translations": [...], "timing": {...}}   # what /v1/translate answers
+
+One ``sentence`` event per sentence (or piece of a sentence too long for the model) in order,
+rendered as a ``/v1/translate`` translation is, with its place: ``index`` among all the
+request's sentences, ``text_index`` the text it belongs to, ``sentence`` its place in that text
+(all from 0). Then one ``done`` event with the whole answer. The sentences are decoded in chunks
+through the model's queue (:func:`transformer.inference.streaming.chunk_bounds`: the first
+sentence alone, so that it comes soon, then the translator's batch size at a time), each chunk
+a request of its own there, so the queue's bound, its deadline and the shedding apply to each.
+
+The request is checked, and its first chunk decoded, before the answer starts: a bad request,
+a full queue (503) or a deadline passed in the queue (504) is the ordinary ``{"error": ...}``
+with its status. After the first event a failure is an ``error`` event (``{"error": ...,
+"status": ...}``) and the stream ends. A client that disconnects stops the stream: the chunk
+waiting in the queue leaves it and the chunks after it are never queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from transformer.inference.lines import LinePlan, plan_lines
+from transformer.inference.streaming import chunk_bounds, sentence_events
+from transformer.serving.errors import ApiError
+from transformer.serving.models import ServedModel
+from transformer.serving.routes import (
+    _decoding_of,
+    _elapsed_ms,
+    _tag_of,
+    queued,
+    watch_disconnect,
+)
+from transformer.serving.schemas import TranslateRequest
+from transformer.serving.state import checked, pick, server_state
+
+log = logging.getLogger(__name__)
+MEDIA_TYPE = "text/event-stream"
+
+
+def event(kind: str, data: dict[str, Any]) -> str:
+    """One server-sent event: its kind and its JSON on one ``data:`` line."""
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def translate_stream(req: TranslateRequest, request: Request) -> StreamingResponse:
+    """``POST /v1/translate/stream`` (see the module)."""
+    start = time.perf_counter()
+    state = server_state(request)
+    model = pick(state.served, req.model, "translation")
+    checked(req, request)
+    options, prefixes, phrases = _decoding_of(req, model)
+    tag = _tag_of(req, model)
+    translator = model.translator
+    assert translator is not None
+    src_lang, tgt_lang = model.loaded.record.languages
+    texts = list(req.texts)
+    # keyed as the batch keys a /v1/translate request's texts: the same samples for the same seed
+    plan = plan_lines(translator, texts, split=req.split, src_lang=src_lang, prefixes=prefixes,
+                      keys=list(range(len(texts))),
+                      constraints=phrases if phrases and any(phrases) else None, options=options)
+    bounds = chunk_bounds(len(plan.units), size=translator.batch_size)
+    gone = watch_disconnect(request)
+
+    async def decode(chunk: tuple[int, int]) -> list[Any]:
+        a, b = chunk
+        work = functools.partial(plan.translate, translator, a, b, options=options, source_prefix=tag)
+        return await queued(request, model, None, tokens=model.count_tokens(plan.units[a:b]),
+                            timeout_ms=req.timeout_ms, call=work, gone=gone)
+
+    try:  # before the answer starts: its refusals are the ordinary ones
+        first = await decode(bounds[0]) if bounds else []
+    except BaseException:
+        gone.cancel()
+        raise
+
+    async def events() -> AsyncIterator[str]:
+        found: list[Any] = []
+        try:
+            for k, chunk in enumerate(bounds):
+                part = first if k == 0 else await decode(chunk)
+                found.extend(part)
+                for done in sentence_events(plan, chunk[0], part):
+                    yield event("sentence", {"index": done.index, "text_index": done.line,
+                                             "sentence": done.sentence, "source": done.source,
+                                             **done.translation.to_dict(nbest=req.nbest is not None)})
+                await asyncio.sleep(0)  # a disconnect that came with the last send is seen here
+            answer = await _assembled(request, model, plan, found, tgt_lang=tgt_lang,
+                                      options=options, timeout_ms=req.timeout_ms, gone=gone)
+            state.metrics.sentences[model.name] += len(texts)
+            out = [t.to_dict(nbest=req.nbest is not None, alignments=bool(req.alignments))
+                   for t in answer]
+            yield event("done", {"model": model.name, "translations": out, "timing": _elapsed_ms(start)})
+        except ApiError as err:
+            if err.status != 499:  # else nobody is left to tell
+                yield event("error", {"error": err.line, "status": err.status})
+        except Exception as err:  # a bug: logged, and the client told as /v1/translate tells it
+            log.exception("internal error while streaming")
+            yield event("error", {"error": f"internal error: {type(err).__name__}", "status": 500})
+        finally:
+            gone.cancel()
+
+    return StreamingResponse(events(), media_type=MEDIA_TYPE,
+                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+async def _assembled(request: Request, model: ServedModel, plan: LinePlan, found: Sequence[Any], *,
+                     tgt_lang: str, options: Any, timeout_ms: int | None,
+                     gone: asyncio.Future) -> list[Any]:
+    """Every text's translation from its sentences'; word alignments read the model, so with
+    them this runs in the model's queue too."""
+    work = functools.partial(plan.assemble, model.translator, found, tgt_lang=tgt_lang, options=options)
+    if not options.alignments:
+        return work()
+    return await queued(request, model, None, tokens=model.count_tokens(plan.units),
+                        timeout_ms=timeout_ms, call=work, gone=gone)
