@@ -182,8 +182,9 @@ class CTranslate2Translator(Translator):
                                           compute_type=CT2_COMPUTE_TYPES[self.precision],
                                           intra_threads=intra_op_threads(), inter_threads=1)
         self.model_path = model_path
-        self.src_pieces = [src_tokenizer.id_to_piece(i) for i in range(src_tokenizer.vocab_size)]
-        self.tgt_pieces = [tgt_tokenizer.id_to_piece(i) for i in range(tgt_tokenizer.vocab_size)]
+        self.src_pieces = src_tokenizer.all_pieces()  # (16,000 calls one by one: 30 ms of a command)
+        self.tgt_pieces = (self.src_pieces if tgt_tokenizer is src_tokenizer
+                           else tgt_tokenizer.all_pieces())
         self.tgt_ids: dict[str, int] = {}
         for i, piece in enumerate(self.tgt_pieces):
             self.tgt_ids.setdefault(piece, i)
