@@ -285,6 +285,10 @@ def main() -> int:
     parser.add_argument("--src", default="en", help="e2e: the source language of the test set")
     parser.add_argument("--input", type=Path, default=None,
                         help="e2e: the file to translate (default: Multi30k's test_2016_flickr in --src)")
+    parser.add_argument("--lines", type=int, default=None,
+                        help="e2e: translate this many lines (the file repeated and cut; default: the file)")
+    parser.add_argument("--with-torch", action="store_true",
+                        help="e2e: also time --engine torch (slow at thousands of lines)")
     parser.add_argument("--compiled-cache", type=Path,
                         default=Path(tempfile.gettempdir()) / "transformer-compiled-steps",
                         help="compiled: where compiled steps are kept between runs")

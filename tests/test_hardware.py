@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 import torch
 
@@ -100,3 +103,67 @@ def test_summary_names_gpus():
     gpu = CudaDevice(index=0, name="NVIDIA H100", capability=(9, 0), bf16=True, memory_gib=79.6)
     line = Machine(cpu=MACHINES[3][1], cuda=(gpu,), torch="2.13").summary()
     assert "AVX512, native bf16" in line and "cuda:0 NVIDIA H100 (sm 90, bf16, 80 GiB)" in line
+
+
+# --- read without PyTorch: the cache of its answers, its thread count, whether CUDA can be --------
+
+def _fresh(code: str, **env: str) -> list[str]:
+    """``code`` run in a fresh interpreter on this checkout (PyTorch not yet imported): its
+    stdout's lines."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import transformer
+
+    src = str(Path(transformer.__file__).resolve().parents[1])
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": src, **env})
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.splitlines()
+
+
+ASK = ("import dataclasses, json, sys\nfrom transformer.hardware import detect_cpu\n"
+       "cpu = detect_cpu()\nprint(json.dumps(dataclasses.asdict(cpu)), 'torch' in sys.modules)\n")
+
+
+def test_the_cpu_read_from_the_cache_is_pytorchs_and_keyed_by_its_environment(tmp_path):
+    """The first process asks PyTorch and caches its answer; the next reads it without PyTorch;
+    a change of what PyTorch's view depends on (ATEN_CPU_CAPABILITY) is not served the old one."""
+    first, first_torch = _fresh(ASK, XDG_CACHE_HOME=str(tmp_path))[0].rsplit(" ", 1)
+    second, second_torch = _fresh(ASK, XDG_CACHE_HOME=str(tmp_path))[0].rsplit(" ", 1)
+    assert (first_torch, second_torch) == ("True", "False") and second == first
+    assert json.loads(first) == json.loads(json.dumps(dataclasses.asdict(detect_cpu_now())))
+    lowered, lowered_torch = _fresh(ASK, XDG_CACHE_HOME=str(tmp_path),
+                                    ATEN_CPU_CAPABILITY="default")[0].rsplit(" ", 1)
+    assert lowered_torch == "True" and json.loads(lowered)["capability"] == "DEFAULT"
+
+
+def detect_cpu_now() -> CpuInfo:
+    from transformer.hardware import _cpu_from_torch
+
+    return _cpu_from_torch()
+
+
+THREADS = ("import sys\nfrom transformer.hardware import cuda_surely_absent, intra_op_threads\n"
+           "ours, absent = intra_op_threads(), cuda_surely_absent()\nimport torch\n"
+           "print(ours, torch.get_num_threads(), absent, torch.cuda.is_available())\n")
+
+
+@pytest.mark.parametrize("env", [{}, {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "64"},
+                                 {"MKL_NUM_THREADS": "3", "MKL_DYNAMIC": "FALSE"}],
+                         ids=["default", "omp-1", "omp-above-the-cores", "mkl-not-dynamic"])
+def test_the_thread_count_read_without_pytorch_is_the_one_it_takes(env):
+    """(Checked on this machine's CPU and PyTorch build, an x86 build with MKL and OpenMP here,
+    under whatever CPU affinity the suite runs with.)"""
+    ours, theirs, absent, available = _fresh(THREADS, **env)[0].split()
+    assert ours == theirs
+    assert not (absent == "True" and available == "True")  # "surely absent" is never wrong
+
+
+def test_threads_set_before_pytorch_is_imported_are_the_ones_it_takes():
+    code = ("from transformer.hardware import intra_op_threads, set_intra_op_threads\n"
+            "set_intra_op_threads(3)\nours = intra_op_threads()\nimport torch\n"
+            "print(ours, torch.get_num_threads())\n")
+    assert _fresh(code)[0].split() == ["3", "3"]

@@ -1,18 +1,19 @@
-"""transformer: "Attention Is All You Need" (Vaswani et al., 2017) as real software."""
+"""transformer: "Attention Is All You Need" (Vaswani et al., 2017) as real software.
 
-import gc as _gc
+The package's names load on first use (:mod:`transformer.lazy_names`), so that a command that runs
+no tensor (``transformer --help``, ``version``, decoding on CTranslate2) never imports PyTorch;
+``from transformer import Transformer`` imports it then.
+"""
 
-# importing PyTorch makes about 170,000 objects that live as long as the process: collecting
-# garbage among them as they come (some 400 collections) costs about 0.1 s, so the collector
-# waits until the imports are done (and stays off if it was off)
-_collecting = _gc.isenabled()
-_gc.disable()
-try:
+from typing import TYPE_CHECKING
+
+from transformer.lazy_names import lazy_names
+
+if TYPE_CHECKING:
     from transformer.config import ModelConfig
     from transformer.model import Transformer, TransformerClassifier
-finally:
-    if _collecting:
-        _gc.enable()
 
 __all__ = ["ModelConfig", "Transformer", "TransformerClassifier"]
 __version__ = "0.1.0"
+__getattr__, __dir__ = lazy_names(__name__, {"transformer.config": ("ModelConfig",),
+                                             "transformer.model": ("Transformer", "TransformerClassifier")})

@@ -265,3 +265,23 @@ def test_config_show_refuses_in_one_line(capsys, argv, message):
     assert main(["config", "show", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_the_verbs_table_lists_what_each_verb_declares():
+    """`transformer --help` lists the verbs from a light table (no verb module imported): its
+    names, order and summaries are those the verbs' own parsers declare."""
+    from transformer.cli import VERBS
+
+    sub = build_parser()._subparsers._group_actions[0]  # noqa: SLF001
+    declared = [(action.dest, action.help) for action in sub._choices_actions]  # noqa: SLF001
+    assert declared == [(verb.name, verb.summary) for verb in VERBS]
+
+
+@pytest.mark.parametrize("argv", [["translate", "--help"], ["-v", "version"], ["nope"], []])
+def test_a_command_builds_only_its_own_verbs_parser(argv):
+    from transformer.cli import VERBS, verb_in
+
+    parser = build_parser(verb_in(argv) or "")
+    sub = parser._subparsers._group_actions[0]  # noqa: SLF001
+    built = sorted(name for name, p in sub.choices.items() if len(p._actions) > 0)  # noqa: SLF001
+    assert built == sorted({verb_in(argv)} & {verb.name for verb in VERBS})

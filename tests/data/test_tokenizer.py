@@ -213,3 +213,8 @@ def test_other_special_ids_are_refused(tmp_path) -> None:
     (tmp_path / "other.model").write_bytes(writer.getvalue())
     with pytest.raises(InputError, match="special ids"):
         Tokenizer.load(tmp_path / "other.model")
+
+
+def test_all_pieces_are_each_ids_piece(number_tokenizer):
+    pieces = number_tokenizer.all_pieces()
+    assert pieces == [number_tokenizer.id_to_piece(i) for i in range(number_tokenizer.vocab_size)]

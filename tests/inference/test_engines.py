@@ -16,6 +16,7 @@ from transformer import ModelConfig, Transformer
 from transformer.data.builtin_task import number_task_splits
 from transformer.data.padding import pad_rows
 from transformer.decoding import beam_search, greedy_decode
+from transformer.decoding import greedy as greedy_module
 from transformer.errors import InputError
 from transformer.inference import engines
 from transformer.inference import translator as translator_module
@@ -446,8 +447,8 @@ def test_greedy_without_log_probabilities_skips_them_and_translates_the_same(
     want = scored.translate(test_lines.src[:40])
     asked: list[bool] = []
     if engine == "torch":
-        real = translator_module.greedy_decode
-        monkeypatch.setattr(translator_module, "greedy_decode", lambda *a, **k: (
+        real = greedy_module.greedy_decode  # imported by the translator where ours decodes
+        monkeypatch.setattr(greedy_module, "greedy_decode", lambda *a, **k: (
             asked.append(bool(k.get("hypotheses"))), real(*a, **k))[1])
     else:
         real_search = plain._search

@@ -106,7 +106,7 @@ def test_an_unexpected_tensor_is_named(tmp_path, number_tokenizer):
 ])
 def test_a_read_error_after_the_header_is_one_line(tmp_path, number_tokenizer, monkeypatch,
                                                    raised, reason):
-    import transformer.model_dir.weights as weights_module
+    import safetensors.torch
 
     model = model_for(number_tokenizer)
     path = tmp_path / "w.safetensors"
@@ -115,7 +115,7 @@ def test_a_read_error_after_the_header_is_one_line(tmp_path, number_tokenizer, m
     def failing(*args, **kwargs):
         raise raised
 
-    monkeypatch.setattr(weights_module, "load_model", failing)
+    monkeypatch.setattr(safetensors.torch, "load_model", failing)  # read where the weights load
     assert message(load_weights, model, path) == f"{path}: cannot read the weights ({reason})"
 
 

@@ -192,7 +192,12 @@ def device(name: str) -> Any:
 def inference_device(name: str, precision: str) -> Any:
     """``--device`` for decoding at ``precision``: int8 decodes on the CPU (PyTorch's int8 kernels
     are CPU kernels), so ``auto`` on a machine with a GPU takes the CPU and says so in one line,
-    and an explicit CUDA device is refused."""
+    and an explicit CUDA device is refused. ``auto`` or ``cpu`` where no CUDA device can be gives
+    the name ``"cpu"``, without importing PyTorch (an engine of its own may decode)."""
+    from transformer.hardware import cuda_surely_absent
+
+    if name in ("auto", "cpu") and cuda_surely_absent():
+        return "cpu"
     import torch
 
     if precision != "int8":
@@ -210,12 +215,14 @@ def inference_device(name: str, precision: str) -> Any:
 
 
 def set_threads(threads: int | None) -> None:
+    """``--threads``: PyTorch's intra-op threads (and CTranslate2's), set without importing
+    PyTorch when it is not yet (:func:`transformer.hardware.set_intra_op_threads`)."""
     if threads is not None:
         if threads < 1:
             raise InputError(f"--threads must be at least 1, got {threads}")
-        import torch
+        from transformer.hardware import set_intra_op_threads
 
-        torch.set_num_threads(threads)
+        set_intra_op_threads(threads)
 
 
 def did_you_mean(value: object, choices: Iterable[str]) -> str:

@@ -64,7 +64,7 @@ def resolved(preset: str, flags: list[str], task: str | None = None) -> dict[str
 
     task = task_of(preset, task)
     verb = ["train"] if task == "translation" else ["classify", "train"]
-    args = build_parser().parse_args([*verb, "--preset", preset, *flags])
+    args = build_parser(verb[0]).parse_args([*verb, "--preset", preset, *flags])
     config = train.config_of(args) if task == "translation" else classify.config_of(args)[0]
     return {"task": task, "training": config.to_dict()}  # type: ignore[attr-defined]
 

@@ -18,13 +18,11 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from transformer import __version__
     from transformer.hardware import detect
 
-    machine = detect()
-    info = {"transformer": __version__, "torch": torch.__version__, "machine": machine.to_dict()}
+    machine = detect()  # without importing PyTorch where no GPU can be and the CPU is known
+    info = {"transformer": __version__, "torch": machine.torch, "machine": machine.to_dict()}
     if args.json:
         emit_json(info)
     else:

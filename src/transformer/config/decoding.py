@@ -265,3 +265,12 @@ FIELDS: tuple[OptionField, ...] = (
 # each field's command-line flag and request field, for messages that speak to their users
 FLAGS: Mapping[str, str] = {f.name: f.flag for f in FIELDS if f.flag is not None}
 REQUEST_FIELDS: Mapping[str, str] = {f.name: f.request for f in FIELDS if f.request is not None}
+
+
+def check_for_model(options: DecodeOptions, *, model_max_len: int) -> None:
+    """OptionError naming the field of ``options`` that a model of ``model_max_len`` target
+    positions cannot decode (``min_length`` above them); what the options alone can refuse,
+    DecodeOptions refuses."""
+    if options.min_length > model_max_len:
+        raise OptionError("min_length", f"{options.min_length} is above the {model_max_len} tokens "
+                          "this model decodes")

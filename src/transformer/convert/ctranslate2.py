@@ -33,16 +33,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from transformer.errors import InputError
 from transformer.hardware import VNNI_FLAGS, cpu_flags
-from transformer.model.transformer import Transformer
 from transformer.model_dir.output import write_new_dir
 
+# PyTorch and our model where a model is converted: a conversion already cached needs neither
 if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
     from transformer.config import ModelConfig
+    from transformer.model.transformer import Transformer
 
 # our activation name -> CTranslate2's Activation member name
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}
@@ -114,6 +116,8 @@ def _require_ctranslate2() -> Any:
 
 
 def _array(tensor: torch.Tensor) -> np.ndarray:
+    import torch
+
     return tensor.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy().copy()
 
 
@@ -167,6 +171,8 @@ def ctranslate2_spec(model: Transformer, *, source_vocabulary: Sequence[str],
     """
     _require_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec
+
+    from transformer.model.transformer import Transformer
 
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
@@ -272,6 +278,7 @@ def export_ctranslate2(run_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     """Export a translation model directory (ours) to a CTranslate2 directory ``out_dir``, new or
     empty unless ``overwrite`` (see :func:`save_ctranslate2`, and ``int8_max`` there); returns it
     as a Path."""
+    from transformer.model.transformer import Transformer
     from transformer.model_dir import load_model_dir
 
     loaded = load_model_dir(run_dir)

@@ -270,6 +270,10 @@ class Tokenizer:
         """The id of ``piece``, or UNK_ID when it is not in the vocabulary."""
         return self._sp.piece_to_id(piece)
 
+    def all_pieces(self) -> list[str]:
+        """Every piece, by id (:meth:`id_to_piece` of each, in one SentencePiece call)."""
+        return list(self._sp.id_to_piece(list(range(self.vocab_size))))
+
     def pieces(self, text: str) -> list[str]:
         """The piece strings of ``encode(text)``: labels for attention maps."""
         return [self._sp.id_to_piece(i) for i in self.encode(text)]

@@ -86,6 +86,10 @@ class VocabTokenizer:
     def piece_to_id(self, piece: str) -> int:
         return self._ids.get(piece, UNK_ID)
 
+    def all_pieces(self) -> list[str]:
+        """Every piece, by id."""
+        return list(self.vocabulary)
+
     def pieces(self, text: str) -> list[str]:
         return [self.vocabulary[i] for i in self.encode(text)]
 

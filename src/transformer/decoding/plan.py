@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from transformer.config.decoding import DecodeOptions, OptionError
+from transformer.config.decoding import DecodeOptions, OptionError, check_for_model  # noqa: F401 - its home was here
 from transformer.decoding.bounds import check_source, output_limits
 from transformer.decoding.guards import ban_sequences, guarded
 from transformer.decoding.ranking import vocabulary_chunk
@@ -147,15 +147,6 @@ def options_of(options: DecodeOptions | None, base: Mapping[str, Any], fields: M
     if options is None:
         return DecodeOptions(**{**base, **changes})
     return dataclasses.replace(options, **changes) if changes else options
-
-
-def check_for_model(options: DecodeOptions, *, model_max_len: int) -> None:
-    """OptionError naming the field of ``options`` that a model of ``model_max_len`` target
-    positions cannot decode (``min_length`` above them); what the options alone can refuse,
-    DecodeOptions refuses."""
-    if options.min_length > model_max_len:
-        raise OptionError("min_length", f"{options.min_length} is above the {model_max_len} tokens "
-                          "this model decodes")
 
 
 def plan(model: Any, src: Tensor, options: DecodeOptions, *,

@@ -9,24 +9,30 @@
     for event in stream_translation(translator, [paragraph]): ...   # sentence by sentence
 
 One floor above ``decoding`` (search and its fast path) and ``evaluation`` (metrics); the verbs,
-the server and Python all come through :mod:`transformer.inference.loader`.
+the server and Python all come through :mod:`transformer.inference.loader`. The names load on
+first use (:mod:`transformer.lazy_names`): decoding on CTranslate2 imports no PyTorch.
 """
 
-from transformer.config.decoding import DecodeOptions
-from transformer.inference.alignment import AlignmentRule, align_texts, pharaoh
-from transformer.inference.classifier import Classifier, Predictions
-from transformer.inference.classifier_eval import evaluate_classifier, evaluation_data
-from transformer.inference.lines import LineTranslation, translate_lines
-from transformer.inference.loader import (
-    classifier_for,
-    load_classifier,
-    load_translator,
-    translator_for,
-)
-from transformer.inference.scoring import PairScore, Scorer, load_scorer, score_pairs
-from transformer.inference.streaming import SentenceDone, StreamDone, stream_translation
-from transformer.inference.translation_eval import evaluate_translation, read_test_set
-from transformer.inference.translator import Translation, Translator
+from typing import TYPE_CHECKING
+
+from transformer.lazy_names import lazy_names
+
+if TYPE_CHECKING:
+    from transformer.config.decoding import DecodeOptions
+    from transformer.inference.alignment import AlignmentRule, align_texts, pharaoh
+    from transformer.inference.classifier import Classifier, Predictions
+    from transformer.inference.classifier_eval import evaluate_classifier, evaluation_data
+    from transformer.inference.lines import LineTranslation, translate_lines
+    from transformer.inference.loader import (
+        classifier_for,
+        load_classifier,
+        load_translator,
+        translator_for,
+    )
+    from transformer.inference.scoring import PairScore, Scorer, load_scorer, score_pairs
+    from transformer.inference.streaming import SentenceDone, StreamDone, stream_translation
+    from transformer.inference.translation_eval import evaluate_translation, read_test_set
+    from transformer.inference.translator import Translation, Translator
 
 __all__ = [
     "Classifier", "DecodeOptions", "LineTranslation", "Predictions", "Translation", "Translator",
@@ -35,3 +41,15 @@ __all__ = [
     "AlignmentRule", "PairScore", "Scorer", "align_texts", "load_scorer", "pharaoh", "score_pairs",
     "SentenceDone", "StreamDone", "stream_translation",
 ]
+__getattr__, __dir__ = lazy_names(__name__, {
+    "transformer.config.decoding": ("DecodeOptions",),
+    "transformer.inference.alignment": ("AlignmentRule", "align_texts", "pharaoh"),
+    "transformer.inference.classifier": ("Classifier", "Predictions"),
+    "transformer.inference.classifier_eval": ("evaluate_classifier", "evaluation_data"),
+    "transformer.inference.lines": ("LineTranslation", "translate_lines"),
+    "transformer.inference.loader": ("classifier_for", "load_classifier", "load_translator", "translator_for"),
+    "transformer.inference.scoring": ("PairScore", "Scorer", "load_scorer", "score_pairs"),
+    "transformer.inference.streaming": ("SentenceDone", "StreamDone", "stream_translation"),
+    "transformer.inference.translation_eval": ("evaluate_translation", "read_test_set"),
+    "transformer.inference.translator": ("Translation", "Translator"),
+})

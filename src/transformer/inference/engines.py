@@ -30,17 +30,16 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from transformer.config.choices import ENGINES
 from transformer.config.decoding import DecodeOptions
-from transformer.decoding.fast_decoder import decoder_for
 from transformer.decoding.hypothesis import Hypothesis
 from transformer.errors import InputError
 from transformer.inference.engine_choice import CT2_COMPUTE_TYPES, CTRANSLATE2, TORCH, auto_engine
 from transformer.inference.translator import Translator
 
 if TYPE_CHECKING:
+    import torch
+
     from transformer.model_dir import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -127,7 +126,7 @@ def choose_engine(loaded: LoadedModel, *, engine: str, precision: str,
     unmapped = unsupported_options(options)
     if unmapped:
         return TORCH, precision, f"CTranslate2 is not given {', '.join(unmapped)}"
-    device = loaded.device.type
+    device = loaded.device_type
     types = ctranslate2_compute_types()
     theirs = "fp32" if precision == "auto" else precision
     if engine == CTRANSLATE2:
@@ -159,7 +158,7 @@ def translator_with_engine(loaded: LoadedModel, *, engine: str, asked: str, why:
 
 class CTranslate2Translator(Translator):
     """A :class:`Translator` whose batches CTranslate2 decodes (on the CPU, with as many threads
-    as torch has); everything else (tokenizing, splitting, ordering, the model's limits) is the
+    as torch has or would have: :func:`transformer.hardware.intra_op_threads`); everything else (tokenizing, splitting, ordering, the model's limits) is the
     Translator's. Options CTranslate2 is not given run on ours (:func:`unsupported_options`), and
     only then is our copy of the model built and its weights read (``model``, ``decoder``)."""
 
@@ -170,6 +169,8 @@ class CTranslate2Translator(Translator):
                  precision: str = "fp32") -> None:
         import ctranslate2
 
+        from transformer.hardware import intra_op_threads
+
         src_tokenizer, tgt_tokenizer = loaded.src_tokenizer, loaded.tgt_tokenizer
         assert tgt_tokenizer is not None  # a translation model (the loader checks)
         self._setup(loaded.config, loaded.device, src_tokenizer, tgt_tokenizer, bos_id=bos_id,
@@ -179,10 +180,11 @@ class CTranslate2Translator(Translator):
         self._decoder: Any = None
         self.ct2 = ctranslate2.Translator(str(model_path), device="cpu",
                                           compute_type=CT2_COMPUTE_TYPES[self.precision],
-                                          intra_threads=torch.get_num_threads(), inter_threads=1)
+                                          intra_threads=intra_op_threads(), inter_threads=1)
         self.model_path = model_path
-        self.src_pieces = [src_tokenizer.id_to_piece(i) for i in range(src_tokenizer.vocab_size)]
-        self.tgt_pieces = [tgt_tokenizer.id_to_piece(i) for i in range(tgt_tokenizer.vocab_size)]
+        self.src_pieces = src_tokenizer.all_pieces()  # (16,000 calls one by one: 30 ms of a command)
+        self.tgt_pieces = (self.src_pieces if tgt_tokenizer is src_tokenizer
+                           else tgt_tokenizer.all_pieces())
         self.tgt_ids: dict[str, int] = {}
         for i, piece in enumerate(self.tgt_pieces):
             self.tgt_ids.setdefault(piece, i)
@@ -199,6 +201,8 @@ class CTranslate2Translator(Translator):
     def decoder(self) -> Any:  # type: ignore[override]
         """Our decoding fast path over :attr:`model`, made on first use."""
         if self._decoder is None:
+            from transformer.decoding.fast_decoder import decoder_for
+
             self._decoder = decoder_for(self.model, precision=self.precision)
         return self._decoder
 

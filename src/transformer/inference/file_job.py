@@ -214,10 +214,14 @@ def _read_record_quiet(path: Path) -> int | None:
 
 
 def model_fingerprint(run_dir: Path | str) -> dict[str, str]:
-    """What identifies a model directory for a resume: the SHA-256 of its record and weights."""
+    """What identifies a model directory for a resume: the SHA-256 of its record and weights (the
+    weights' as the run's cache keeps it, read again only when the file may have changed)."""
+    from transformer.model_dir.cache import weights_sha256
     from transformer.model_dir.record import CONFIG_FILE
     from transformer.model_dir.weights import WEIGHTS_FILE
 
     run_dir = Path(run_dir)
-    return {name: file_sha256(run_dir / name) for name in (CONFIG_FILE, WEIGHTS_FILE)
-            if (run_dir / name).is_file()}
+    found = {CONFIG_FILE: file_sha256(run_dir / CONFIG_FILE)} if (run_dir / CONFIG_FILE).is_file() else {}
+    if (run_dir / WEIGHTS_FILE).is_file():
+        found[WEIGHTS_FILE] = weights_sha256(run_dir)
+    return found

@@ -17,18 +17,21 @@ limits, then the caller's). A new decoding option passes through here and
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from transformer.config.choices import INFERENCE_PRECISIONS
-from transformer.config.decoding import FLAGS, DecodeOptions, OptionError
-from transformer.decoding.plan import check_for_model
+from transformer.config.decoding import FLAGS, DecodeOptions, OptionError, check_for_model
 from transformer.errors import InputError
-from transformer.inference.classifier import Classifier
 from transformer.inference.engines import check_engine, choose_engine, translator_with_engine
 from transformer.inference.translator import Translator
-from transformer.model_dir import LoadedModel, load_model_dir
+from transformer.model_dir.directory import LoadedModel, load_model_dir
+
+# a translator that decodes on CTranslate2 is read and run without PyTorch (a classifier, ours
+# and the precision probe import it)
+if TYPE_CHECKING:
+    import torch
+
+    from transformer.inference.classifier import Classifier
 
 
 def resolve_precision(loaded: LoadedModel, precision: str) -> str:
@@ -38,8 +41,6 @@ def resolve_precision(loaded: LoadedModel, precision: str) -> str:
     ``auto`` is resolved per model (:func:`transformer.precision.for_inference`). int8 keeps the
     float32 weights: a translator's decoder quantizes its linear layers once when it is built
     (:class:`~transformer.decoding.fast_decoder.FastDecoder`)."""
-    from transformer.precision import for_inference
-
     if precision not in INFERENCE_PRECISIONS:
         raise InputError(f"--precision must be one of {', '.join(INFERENCE_PRECISIONS)}, "
                          f"got {precision!r}")
@@ -47,6 +48,8 @@ def resolve_precision(loaded: LoadedModel, precision: str) -> str:
         return "fp32"
     if precision not in ("auto", "bf16"):
         return precision  # as asked: nothing to probe or cast (the model is read when ours decodes)
+    from transformer.precision import for_inference
+
     return for_inference(loaded.model, precision).precision
 
 
@@ -110,6 +113,8 @@ def _check_options(batch_size: int, options: dict[str, Any], engine: str = "auto
 def classifier_for(loaded: LoadedModel, *, precision: str = "fp32") -> Classifier:
     """A :class:`Classifier` over an already loaded classification model (``precision`` as for
     :func:`resolve_precision`; the default keeps the stored float32 weights)."""
+    from transformer.inference.classifier import Classifier
+
     classifier = Classifier(loaded)
     if precision != "fp32":
         classifier.precision = resolve_precision(loaded, precision)

@@ -28,18 +28,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
 from transformer.config.decoding import DecodeOptions
-from transformer.data.padding import pad_rows
-from transformer.decoding.beam import beam_search
-from transformer.decoding.fast_decoder import decoder_for
-from transformer.decoding.greedy import greedy_decode, sample_decode
 from transformer.decoding.hypothesis import Hypothesis
 from transformer.errors import InputError
 
+# PyTorch and our search are imported where ours decodes: a translator of another engine
+# (transformer.inference.engines) tokenizes, orders and detokenizes without them
 if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
     from transformer.config import ModelConfig
     from transformer.model_dir import LoadedModel, RunRecord, TextTokenizer
 
@@ -97,6 +95,8 @@ class Translator:
         precision: str = "fp32",
         record: RunRecord | None = None,
     ) -> None:
+        from transformer.decoding.fast_decoder import decoder_for
+
         self._setup(model.config, next(model.parameters()).device, src_tokenizer, tgt_tokenizer,
                     bos_id=bos_id, eos_id=eos_id, options=options, batch_size=batch_size,
                     precision=precision, record=record)
@@ -104,7 +104,7 @@ class Translator:
         # the decoding fast path, weights packed once for every batch (None: not a Transformer)
         self.decoder = decoder_for(model, precision=precision)
 
-    def _setup(self, config: ModelConfig, device: torch.device, src_tokenizer: TextTokenizer | None,
+    def _setup(self, config: ModelConfig, device: torch.device | str, src_tokenizer: TextTokenizer | None,
                tgt_tokenizer: TextTokenizer | None, *, bos_id: int, eos_id: int,
                options: DecodeOptions | None, batch_size: int, precision: str,
                record: RunRecord | None) -> None:
@@ -304,6 +304,10 @@ class Translator:
         source's hypotheses best first; with ``constraints`` (phrases per source), constrained
         beam search (of the options' beam size, 1 included); ``forbid``: token sequences no
         hypothesis holds."""
+        from transformer.data.padding import pad_rows
+        from transformer.decoding.beam import beam_search
+        from transformer.decoding.greedy import greedy_decode, sample_decode
+
         src = pad_rows(sources, pad_id=self.config.pad_id).to(self.device)  # (B, S)
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, options=opt, decoder=self.decoder,
                   precision=self.precision, prefixes=prefixes if any(prefixes) else None,

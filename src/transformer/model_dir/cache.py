@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 CACHE_DIR = ".cache"
 KEY_FILE = "key.json"
+WEIGHTS_MEMO = "weights.sha256.json"  # the weights' digest and the stamp of the file it was read from
 USER_CACHE_ENV = "XDG_CACHE_HOME"
 
 
@@ -49,9 +50,41 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _file_stamp(path: Path) -> dict[str, int]:
+    """What changes whenever a file's bytes may have: its size, inode, modification and change
+    times in nanoseconds (a rewrite, a rename over it, even one that restores the modification
+    time, changes the change time)."""
+    stat = path.stat()
+    return {"size": stat.st_size, "inode": stat.st_ino, "mtime_ns": stat.st_mtime_ns,
+            "ctime_ns": stat.st_ctime_ns}
+
+
 def weights_sha256(run_dir: str | os.PathLike[str]) -> str:
-    """The SHA-256 of ``RUN_DIR/model.safetensors``: what every cached copy is keyed by."""
-    return file_sha256(Path(run_dir) / WEIGHTS_FILE)
+    """The SHA-256 of ``RUN_DIR/model.safetensors``: what every cached copy is keyed by. Read
+    once per version of the file: the digest is kept in ``RUN_DIR/.cache/weights.sha256.json``
+    with the file's stamp (:func:`_file_stamp`) and reused while the stamp is the same (hashing
+    a base model's weights is a quarter of a second of every command that starts)."""
+    path = Path(run_dir) / WEIGHTS_FILE
+    memo = Path(run_dir) / CACHE_DIR / WEIGHTS_MEMO
+    try:
+        stamp = _file_stamp(path)
+    except OSError:
+        return file_sha256(path)  # (raises, naming the file)
+    try:
+        known = json.loads(memo.read_text())
+        if known.get("stamp") == stamp and isinstance(known.get("sha256"), str):
+            return known["sha256"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    digest = file_sha256(path)
+    if _file_stamp(path) == stamp:  # not replaced while it was read
+        with contextlib.suppress(OSError):  # a read-only run: hashed again next time
+            memo.parent.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=memo.parent, prefix=f".{WEIGHTS_MEMO}.")
+            with os.fdopen(fd, "w") as f:
+                json.dump({"stamp": stamp, "sha256": digest}, f)
+            os.replace(tmp, memo)
+    return digest
 
 
 def inputs_sha256(run_dir: str | os.PathLike[str]) -> str:

@@ -23,9 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-import torch
-from torch import nn
-
 from transformer.atomic import atomic_write_text, existing_dir, replace_dir
 from transformer.errors import InputError, first_line
 from transformer.model_dir.record import (
@@ -36,7 +33,12 @@ from transformer.model_dir.record import (
 )
 from transformer.model_dir.weights import WEIGHTS_FILE, check_record, load_weights, save_weights
 
+# PyTorch is imported where a model is built: the record, the tokenizers and the weights' header
+# are read without it (another engine may decode from its own copy of the weights)
 if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
     from transformer.config import ModelConfig
     from transformer.data.tokenizer import Tokenizer
     from transformer.data.vocab_tokenizer import VocabTokenizer
@@ -56,12 +58,13 @@ class LoadedModel:
     (an engine that decodes from its own copy of the weights may never need ours); ``config`` and
     ``device`` are known without it. InputError then if the weights file was replaced after
     the directory was read (a run still training): its tokenizers and another engine's copy
-    would no longer be the ones of these weights."""
+    would no longer be the ones of these weights. ``device``: a torch.device, or a device's name
+    ("cpu") where PyTorch was not needed to resolve it; ``device_type`` reads either."""
 
     record: RunRecord
     src_tokenizer: TextTokenizer
     tgt_tokenizer: TextTokenizer | None
-    device: torch.device
+    device: torch.device | str
     weights: Path | None = None  # read on first use of ``model`` when not given one
     _model: Transformer | TransformerClassifier | None = None
     _stamp: tuple[int, int] | None = None  # the weights file's (size, mtime) when read lazily
@@ -77,6 +80,11 @@ class LoadedModel:
                                  "training?); open the run again")
             self._model = _read_model(self.record, self.weights, self.device)
         return self._model
+
+    @property
+    def device_type(self) -> str:
+        """``cpu``, ``cuda``, ``meta``...: the device's type, without importing PyTorch."""
+        return self.device.type if hasattr(self.device, "type") else str(self.device).partition(":")[0]
 
     @property
     def weights_read(self) -> bool:
@@ -104,6 +112,8 @@ def build_model(config: RunRecord | Mapping[str, Any], *, source: str = CONFIG_F
 
     Raises InputError naming the file when it does not describe a model this machine can build.
     """
+    import torch
+
     from transformer.model import Transformer, TransformerClassifier
 
     record = config if isinstance(config, RunRecord) else RunRecord.from_dict(config, source=source)
@@ -197,7 +207,10 @@ def load_model_dir(run_dir: Path | str, *, device: str | torch.device = "cpu",
     if not record.is_translation:
         tgt_tok = None
     check_vocabulary(record.model, src_tok, tgt_tok, where=str(run_dir / TOKENIZER_DIR))
-    device = torch.device(device)
+    if not isinstance(device, str) or device != "cpu":  # "cpu" stays a name: PyTorch not needed
+        import torch
+
+        device = torch.device(device)
     loaded = LoadedModel(record=record, src_tokenizer=src_tok, tgt_tokenizer=tgt_tok,
                          device=device, weights=weights)
     if lazy:
@@ -216,9 +229,12 @@ def _stamp(weights: Path) -> tuple[int, int] | None:
     return stat.st_size, stat.st_mtime_ns
 
 
-def _read_model(record: RunRecord, weights: Path, device: torch.device) -> nn.Module:
+def _read_model(record: RunRecord, weights: Path, device: torch.device | str) -> nn.Module:
     """The model of ``record`` with the ``weights`` file's tensors, in eval mode on ``device``
     (shapes only on the meta device: nothing is read)."""
+    import torch
+
+    device = torch.device(device)
     if device.type == "meta":  # shapes only (a caller's check): nothing to load
         model = build_model(record, device="meta")
     else:

@@ -19,13 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from safetensors import safe_open
-from safetensors.torch import load_model, save_model
-from torch import nn
 
 from transformer.atomic import atomic_write
 from transformer.errors import InputError, first_line
 
+# PyTorch (and safetensors' PyTorch side) where tensors are read or written: a header is read
+# without them
 if TYPE_CHECKING:
+    from torch import nn
+
     from transformer.model_dir.record import RunRecord
 
 WEIGHTS_FILE = "model.safetensors"
@@ -90,6 +92,8 @@ def check_record(record: RunRecord, path: Path | str) -> None:
 
 def save_weights(model: nn.Module, path: Path | str) -> None:
     """Write ``model``'s state to a safetensors file atomically; a tied tensor is stored once."""
+    from safetensors.torch import save_model
+
     atomic_write(path, lambda tmp: save_model(model, str(tmp)))
 
 
@@ -129,7 +133,7 @@ def header_shapes(path: Path | str) -> dict[str, tuple[int, ...]]:
     if not path.is_file():
         raise InputError(f"{path}: missing weights file")
     try:
-        with safe_open(str(path), framework="pt") as f:
+        with safe_open(str(path), framework="numpy") as f:  # shapes only: no PyTorch
             return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
     except Exception as err:  # safetensors raises its own error types for a bad header
         raise InputError(f"{path}: not a readable safetensors file ({first_line(err)})") from None
@@ -170,6 +174,8 @@ def load_weights(model: nn.Module, path: Path | str, *, against: str = "config.j
     Raises InputError (one line naming ``path``) if the file is missing, corrupt, or holds tensors
     of other names or shapes than the model built from ``against`` needs (:func:`check_weights`).
     """
+    from safetensors.torch import load_model
+
     check_weights(model, path, against=against)
     try:
         load_model(model, str(path), strict=True)
