@@ -313,4 +313,7 @@ def add_libretranslate_routes(app: FastAPI) -> None:
     read by hand, from JSON or a form)."""
     app.add_api_route("/translate", translate, methods=["POST"], tags=["LibreTranslate"])
     app.add_api_route("/detect", detect, methods=["POST"], tags=["LibreTranslate"])
-    app.add_api_route("/languages", languages, methods=["GET", "POST"], tags=["LibreTranslate"])
+    # one route per method: a route with two methods gives both one OpenAPI operation id
+    app.add_api_route("/languages", languages, methods=["GET"], tags=["LibreTranslate"])
+    app.add_api_route("/languages", languages, methods=["POST"], tags=["LibreTranslate"],
+                      operation_id="languages_post")
