@@ -1,6 +1,6 @@
 """Builds corpus.jsonl: HTML snippets made from Multi30k test_2016_flickr English sentences, for
 the tests of ``translate --format html`` (tests/inference/test_html_corpus.py) and
-benchmarks/html.py.
+benchmarks/translate_html.py.
 
     python benchmarks/data/html/build.py [--data ../shared/data] [--out benchmarks/data/html/corpus.jsonl]
 

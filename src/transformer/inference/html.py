@@ -62,7 +62,8 @@ class HtmlTranslation:
     """One document's translation: ``html``; ``sentences`` translated (attributes included);
     ``elements``: the inline elements carried through alignments; ``split``: those written in
     more than one piece; ``empty``: those written with no word inside; ``placements``: where
-    each carried element went."""
+    each carried element went; ``aligned``: (text, translation, word pairs) of each run of text
+    whose markup went through alignments, in document order."""
 
     html: str
     sentences: int = 0
@@ -70,6 +71,7 @@ class HtmlTranslation:
     split: int = 0
     empty: int = 0
     placements: list[Placement] = field(default_factory=list)
+    aligned: list[tuple[str, str, list[tuple[int, int]]]] = field(default_factory=list)
 
 
 def _needs_alignment(flow: Flow) -> bool:
@@ -178,6 +180,7 @@ def _render(doc: HtmlDocument, aligned: dict, plain: dict, attrs: dict, *,
         shown = project(part, doc.elements, found.text, found.alignments or [], open_tag=tag,
                         unit_markup=unit)
         pieces.append(shown.markup)
+        result.aligned.append((_line(part), found.text, list(found.alignments or [])))
         result.elements += len(shown.placements)
         result.split += shown.split
         result.empty += shown.empty
