@@ -98,8 +98,8 @@ def translate_html_batch(translator: Translator, documents: Sequence[str], *,
     """Translate HTML ``documents``, all their sentences in one batch; one
     :class:`HtmlTranslation` each, in order.
 
-    ``options``: how to decode (None: the translator's); n-best lists and alignments are not
-    given for HTML (ValueError). ``src_lang``/``tgt_lang``: the languages (None: the model's
+    ``options``: how to decode (None: the translator's); an n-best list is refused (ValueError:
+    one translation per document), and word alignments are the placement's own, not returned. ``src_lang``/``tgt_lang``: the languages (None: the model's
     record's), for splitting sentences, joining them and rewriting ``lang`` attributes.
     ``source_prefix``, ``split``, ``progress``: as :func:`~transformer.inference.lines.translate_lines`
     takes them. ``fields``: what names each document in an error (default ``html``, or
