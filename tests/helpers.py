@@ -198,3 +198,82 @@ def start_server(tmp_path, *flags: str) -> tuple[subprocess.Popen, str]:
             time.sleep(0.2)
     proc.kill()
     raise AssertionError("the server never answered /health")
+
+
+def html_balance(markup: str) -> list[str]:
+    """What is wrong with the nesting of ``markup``'s elements, read by the standard library's
+    parser (independently of transformer.inference.html_parse): every end tag must close the
+    innermost open element and every non-void element must be closed; [] when well-formed."""
+    from html.parser import HTMLParser
+
+    void = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+            "source", "track", "wbr"}
+    problems: list[str] = []
+    stack: list[str] = []
+
+    class Check(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag not in void:
+                stack.append(tag)
+
+        def handle_endtag(self, tag):
+            if not stack or stack[-1] != tag:
+                problems.append(f"</{tag}> closes {stack[-1] if stack else 'nothing'}")
+            else:
+                stack.pop()
+
+    parser = Check(convert_charrefs=True)
+    parser.feed(markup)
+    parser.close()
+    problems.extend(f"<{tag}> never closed" for tag in stack)
+    return problems
+
+
+def html_start_tags(markup: str) -> list[tuple[str, tuple[tuple[str, str | None], ...]]]:
+    """Every start tag of ``markup`` as (name, attributes), in order."""
+    from html.parser import HTMLParser
+
+    found: list[tuple[str, tuple[tuple[str, str | None], ...]]] = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, tuple(attrs)))
+
+        handle_startendtag = handle_starttag
+
+    parser = Tags(convert_charrefs=True)
+    parser.feed(markup)
+    parser.close()
+    return found
+
+
+def html_text(markup: str, *, blocks: frozenset[str]) -> str:
+    """The text of ``markup`` as a reader sees it: entities decoded, no script or style, a space
+    at every tag not in the inline set (``blocks`` says which are blocks), whitespace collapsed."""
+    from html.parser import HTMLParser
+
+    out: list[str] = []
+    hidden = {"script", "style"}
+    inside: list[str] = []
+
+    class Text(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag in hidden:
+                inside.append(tag)
+            if tag in blocks or tag == "br":
+                out.append(" ")
+
+        def handle_endtag(self, tag):
+            if tag in hidden and inside:
+                inside.pop()
+            if tag in blocks:
+                out.append(" ")
+
+        def handle_data(self, data):
+            if not inside:
+                out.append(data)
+
+    parser = Text(convert_charrefs=True)
+    parser.feed(markup)
+    parser.close()
+    return " ".join("".join(out).split())

@@ -33,6 +33,7 @@ MADE_ELSEWHERE = {
     "serve-page.png": "make screenshot (the browser test)",
     "multi30k-bleu-minutes.png": "benchmarks/quality.py (transformer plot curves of its two runs)",
     "tensorboard-watch.png": "a browser's screenshot of TensorBoard on how-to/watch.md's run",
+    "translate-html.png": "docs/_generate/html_picture.py (Chromium's screenshot, a Multi30k run)",
 }
 
 

@@ -121,6 +121,7 @@ DIFFERS = {
     ("--precision", "classify train"): PRESET_OR_RUN,
     ("--precision", "serve"): "the same choices and default as translate, worded for a server",
     ("--json", "translate"): "translate prints one JSON object per input line",
+    ("--format", "translate"): "the input's markup (text or HTML), where classify's is a file format",
     ("--json", "score"): "score prints one JSON object per input line, as translate",
     ("--precision", "score"): "translate's choices; int8, a decoding path, scores in float32",
     ("--max-tokens", "score"): "a scoring batch's padded positions, not a preset's training batch",

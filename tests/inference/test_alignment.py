@@ -190,3 +190,50 @@ def test_translate_lines_attaches_each_lines_alignments(run):
                            [lines[2]], [got[2].text])
     assert got[2].alignments == alone
     assert all(0 <= i < len(lines[2].split()) for i, _ in alone)
+
+
+def _membership_by_pairs(pieces, words):
+    """Every piece against every word: the definition, for the sweep's check."""
+    out = torch.zeros(len(pieces), len(words))
+    for p, (a, b) in enumerate(pieces):
+        for w, (c, d) in enumerate(words):
+            if min(b, d) > max(a, c):
+                out[p, w] = (min(b, d) - max(a, c)) / (b - a)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_spans_read_from_the_pieces_equal_the_spans_of_decoded_prefixes(number_tokenizer, bytes_tokenizer, seed):
+    from transformer.inference.alignment import _additive_spans, spans_by_prefixes
+
+    rng = random.Random(seed)
+    words = ["three", "hundred", "forty-five", "zweiundvierzig", "und", "naïve", "日本", "⁇", "x"]
+    fast_used = 0
+    for tokenizer in (number_tokenizer, bytes_tokenizer):
+        for _ in range(20):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+            ids = tokenizer.encode(text)
+            slow = spans_by_prefixes(tokenizer, ids)
+            fast = _additive_spans(tokenizer, ids)
+            fast_used += fast is not None
+            assert piece_spans(tokenizer, ids) == slow
+            if fast is not None:
+                assert fast == slow, text
+            spans = word_spans(text)
+            assert torch.equal(membership(slow, spans), _membership_by_pairs(slow, spans))
+    assert fast_used >= 5  # the fast path is taken for plain pieces
+
+
+def test_cross_weights_without_the_projection_equal_the_forwards(copy_model, sources):
+    from transformer.inference.alignment import _cross_weights
+
+    src = sources(7, 5, min_len=2)  # (B, S), padded
+    tgt_in = torch.cat([torch.full((5, 1), 2), src[:, :-1]], dim=1)  # BOS, then the copy
+    want = copy_model(src, tgt_in, return_attention=True).attention.cross
+    got = _cross_weights(copy_model, src, tgt_in)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    for k in range(len(want)):  # one layer, the layers above it not run
+        (only,) = _cross_weights(copy_model, src, tgt_in, layer=k)
+        torch.testing.assert_close(only, want[k], rtol=1e-5, atol=1e-6)

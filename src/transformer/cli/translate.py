@@ -47,6 +47,10 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "(same input, options and model, else refused), to the bytes an "
                    "uninterrupted run writes")
     add_option_flag(p, "nbest")
+    p.add_argument("--format", choices=("text", "html"), default="text",
+                   help="text (default): one translation per line; html: the input is an HTML "
+                   "document (each SENTENCE argument, all of standard input, or -i FILE), written "
+                   "back with its markup and its text translated (see 'Translate HTML' in the docs)")
     p.add_argument("--json", action="store_true", help="one JSON object per input line")
     add_option_flag(p, "alignments")
     prefix = p.add_mutually_exclusive_group()
@@ -174,6 +178,10 @@ def _lines_of(args: argparse.Namespace, t: Any, number: int, unknown: int = 0,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "html":
+        from transformer.cli.translate_html import run_html
+
+        return run_html(args)
     from transformer.inference.unknown import UnknownPieces
 
     if args.sentences and args.input is not None:

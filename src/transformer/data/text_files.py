@@ -121,3 +121,25 @@ def json_object(line: str, *, path: Path | str, number: int) -> dict[str, Any]:
         raise InputError(f"{path}, line {number}: expected a JSON object, got {type(value).__name__}")
     return value
 
+
+
+def read_text_file(path: str | os.PathLike[str]) -> str:
+    """The whole text of a UTF-8 file, plain or gzip, line endings and all (a leading byte-order
+    mark dropped): for a document read as one piece (``translate --format html -i``). Raises
+    :class:`InputError` as :func:`iter_file_lines` does, naming the byte offset of a bad byte."""
+    path = Path(path)
+    stream, is_gzip = _open_binary(path)
+    with stream:
+        try:
+            data = stream.read()
+        except (OSError, EOFError, zlib.error) as err:
+            what = "not a readable gzip file" if is_gzip else "read error"
+            raise InputError(f"{path}: {what} ({err})") from None
+    if not data:
+        raise InputError(f"{path}: file is empty")
+    data = data[len(UTF8_BOM):] if data.startswith(UTF8_BOM) else data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not valid UTF-8 (byte 0x{data[err.start:err.start + 1].hex()} "
+                         f"at byte offset {err.start} of the file)") from None

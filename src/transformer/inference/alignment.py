@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from transformer.model_dir import TextTokenizer
 
 ROWS = ("output", "input")
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 Span = tuple[int, int]  # [start, end) in non-space characters of a text
 Pairs = list[tuple[int, int]]  # (source word i, target word j), sorted by j
 
@@ -101,7 +102,48 @@ def piece_spans(tokenizer: Any, ids: Sequence[int]) -> list[Span]:
 
     A piece that adds no character of its own, whitespace only (SentencePiece's lone ``▁``) or a
     byte of a character that a later byte completes, is placed on the next character: the one
-    it begins."""
+    it begins. Read from the pieces' own characters where they add up to the text's (plain
+    SentencePiece pieces), else by decoding every prefix (:func:`spans_by_prefixes`); both give
+    the same spans."""
+    return _additive_spans(tokenizer, ids) or spans_by_prefixes(tokenizer, ids)
+
+
+def _additive_spans(tokenizer: Any, ids: Sequence[int]) -> list[Span] | None:
+    """The spans from each piece's own non-space characters (``▁`` a space); None where a piece
+    is a byte, special or unknown one (``<...>``), or where the counts do not add up to the
+    decoded text's."""
+    if not ids or not hasattr(tokenizer, "id_to_piece"):
+        return None
+    counts = []
+    pending = b""  # bytes of a character that later byte pieces finish
+    for i in ids:
+        piece = tokenizer.id_to_piece(i)
+        byte = _BYTE_PIECE.fullmatch(piece)
+        if byte:  # counted when its character is complete, as a decoded prefix counts it
+            pending += bytes([int(byte.group(1), 16)])
+            try:
+                counts.append(_solid(pending.decode("utf-8")))
+                pending = b""
+            except UnicodeDecodeError:
+                if len(pending) >= 4:
+                    return None
+                counts.append(0)
+            continue
+        if pending or (len(piece) > 2 and piece.startswith("<") and piece.endswith(">")):
+            return None
+        counts.append(_solid(piece.replace("\u2581", " ")))
+    if pending or sum(counts) != _solid(tokenizer.decode(list(ids))):
+        return None
+    spans, last = [], 0
+    for count in counts:
+        spans.append((last, last + count) if count else (last, last + 1))
+        last += count
+    return spans
+
+
+def spans_by_prefixes(tokenizer: Any, ids: Sequence[int]) -> list[Span]:
+    """:func:`piece_spans` for any tokenizer: each piece ends where the decoded prefix that ends
+    with it ends (one decode per piece)."""
     total = _solid(tokenizer.decode(list(ids)))
     spans, last = [], 0
     for k in range(1, len(ids) + 1):
@@ -114,13 +156,20 @@ def piece_spans(tokenizer: Any, ids: Sequence[int]) -> list[Span]:
 
 def membership(pieces: Sequence[Span], words: Sequence[Span]) -> Tensor:
     """(pieces, words) share of each piece's characters that lie in each word: a row sums to 1
-    for a piece inside words, less where it covers characters of no word."""
-    out = torch.zeros(len(pieces), len(words))
+    for a piece inside words, less where it covers characters of no word. ``pieces`` and
+    ``words`` run left to right (as :func:`piece_spans` and :func:`word_spans` give them)."""
+    rows = [[0.0] * len(words) for _ in pieces]
+    first = 0  # the first word that ends after the current piece starts
     for p, (a, b) in enumerate(pieces):
-        for w, (c, d) in enumerate(words):
+        while first < len(words) and words[first][1] <= a:
+            first += 1
+        w = first
+        while w < len(words) and words[w][0] < b:
+            c, d = words[w]
             if min(b, d) > max(a, c):
-                out[p, w] = (min(b, d) - max(a, c)) / (b - a)
-    return out
+                rows[p][w] = (min(b, d) - max(a, c)) / (b - a)
+            w += 1
+    return torch.tensor(rows, dtype=torch.float32).reshape(len(pieces), len(words))
 
 
 def best_pairs(scores: Tensor) -> Pairs:
@@ -134,11 +183,13 @@ def best_pairs(scores: Tensor) -> Pairs:
 
 @torch.no_grad()
 def cross_attention(model: nn.Module, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *,
-                    max_tokens: int = 4096, bos_id: int = BOS_ID) -> list[Tensor]:
+                    max_tokens: int = 4096, bos_id: int = BOS_ID,
+                    layer: int | None = None) -> list[Tensor]:
     """Teacher-forced cross-attention of ``(source ids, target ids)`` pairs (no BOS/EOS; both must
     fit the model's positions), batched within ``max_tokens`` padded positions: per pair, in input
     order, an (L, H, T, S) float32 tensor, T = target pieces + 1 (row t predicts piece t, the
-    last row EOS)."""
+    last row EOS). ``layer`` (0-based): that decoder layer's only, L = 1, and the layers above it
+    are not run."""
     limit = int(model.config.max_len)
     pad_id = int(model.config.pad_id)
     items = [(list(s)[:limit], list(t)[: limit - 1]) for s, t in pairs]
@@ -155,7 +206,7 @@ def cross_attention(model: nn.Module, pairs: Sequence[tuple[Sequence[int], Seque
             src = pad_rows([items[i][0] for i in indices], pad_id=pad_id).to(device)  # (B, S)
             tgt_in = pad_rows([[bos_id, *items[i][1]] for i in indices],
                               pad_id=pad_id).to(device)  # (B, T)
-            cross = model(src, tgt_in, return_attention=True).attention.cross
+            cross = _cross_weights(model, src, tgt_in, layer=layer)
             stacked = torch.stack(cross, dim=1).float().cpu()  # (B, L, H, T, S)
             for row, i in enumerate(indices):
                 s, t = len(items[i][0]), len(items[i][1]) + 1
@@ -163,6 +214,34 @@ def cross_attention(model: nn.Module, pairs: Sequence[tuple[Sequence[int], Seque
     finally:
         model.train(was_training)
     return out  # type: ignore[return-value]
+
+
+def _cross_weights(model: nn.Module, src: Tensor, tgt_in: Tensor, *,
+                   layer: int | None = None) -> list[Tensor]:
+    """Per decoder layer (or of ``layer`` only, 0-based), the (B, H, T, S) cross-attention of a
+    teacher-forced pass: our Transformer's encoder and decoder layers run as its forward runs
+    them, without the output projection (its (B, T, V) logits are not needed here) and without
+    the layers above ``layer``; any other model through its forward."""
+    if not all(hasattr(model, name) for name in ("encode", "tgt_embed", "decoder", "config")):
+        cross = model(src, tgt_in, return_attention=True).attention.cross
+        return list(cross) if layer is None else [cross[layer]]
+    from transformer.model.masks import padding_mask, subsequent_mask
+
+    pad_id = int(model.config.pad_id)
+    memory = model.encode(src)  # (B, S, D)
+    self_mask = subsequent_mask(tgt_in.size(1), device=tgt_in.device) & padding_mask(tgt_in, pad_id)
+    memory_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+    x = model.tgt_embed(tgt_in)  # (B, T, D)
+    out = []
+    for k, one in enumerate(model.decoder.layers):
+        wanted = layer is None or k == layer
+        x, _, cross = one(x, memory, self_mask=self_mask, memory_mask=memory_mask,
+                          need_weights=wanted)
+        if wanted:
+            out.append(cross)
+        if k == layer:
+            break
+    return out
 
 
 def word_pairs(cross: Tensor, src_members: Tensor, tgt_members: Tensor, *,
@@ -183,12 +262,17 @@ def align_texts(model: nn.Module, src_tokenizer: TextTokenizer, tgt_tokenizer: T
     src_ids = [src_tokenizer.encode(s.strip())[:limit] if s.strip() else [] for s in sources]
     tgt_ids = [tgt_tokenizer.encode(t.strip())[: limit - 1] if t.strip() else [] for t in targets]
     todo = [i for i in range(len(src_ids)) if src_ids[i] and tgt_ids[i]]
-    maps = cross_attention(model, [(src_ids[i], tgt_ids[i]) for i in todo], max_tokens=max_tokens)
+    layers = int(model.config.num_decoder_layers)
+    rule.pick(torch.zeros(layers, int(model.config.num_heads), 1, 1))  # refused before any work
+    only = rule.layer - 1 if rule.layer > 0 else layers + rule.layer  # 0-based
+    maps = cross_attention(model, [(src_ids[i], tgt_ids[i]) for i in todo], max_tokens=max_tokens,
+                           layer=only)
+    one_layer = AlignmentRule(layer=1, head=rule.head, row=rule.row)  # the maps hold only it
     out: list[Pairs] = [[] for _ in sources]
     for i, cross in zip(todo, maps, strict=True):
         src_members = membership(piece_spans(src_tokenizer, src_ids[i]), word_spans(sources[i]))
         tgt_members = membership(piece_spans(tgt_tokenizer, tgt_ids[i]), word_spans(targets[i]))
-        out[i] = word_pairs(cross, src_members, tgt_members, rule=rule)
+        out[i] = word_pairs(cross, src_members, tgt_members, rule=one_layer)
     return out
 
 

@@ -183,6 +183,13 @@ async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
     options, prefixes, phrases = _decoding_of(req, model)
     tag = _tag_of(req, model)
     tokens = model.count_tokens(req.texts)
+    if req.format == "html":  # markup kept: transformer.serving.html_route
+        from transformer.serving.html_route import html_rows, html_work
+
+        work = html_work(req, model, options=options, tag=tag)
+        found = await queued(request, model, None, tokens=tokens, timeout_ms=req.timeout_ms, call=work)
+        state.metrics.sentences[model.name] += len(req.texts)
+        return {"model": model.name, "translations": html_rows(found), "timing": _elapsed_ms(start)}
     found = await queued(request, model, (list(req.texts), options, req.split, prefixes, tag, phrases),
                          tokens=tokens, timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)

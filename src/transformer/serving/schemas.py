@@ -9,7 +9,7 @@ checked by the routes after these types.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -48,6 +48,8 @@ class _TranslateFields(Request):
     model: ModelName
     texts: Annotated[list[Text], Field(min_length=1)]
     split: bool = True  # each text split into sentences, translated one by one (False: whole)
+    # "html": each text is an HTML document, answered with its markup kept (serving/html_route.py)
+    format: Literal["text", "html"] = "text"
     target_prefixes: Annotated[list[Text], Field(min_length=1)] | None = None
     tag: Text | None = None  # a source-vocabulary piece put before every sentence (">>fra<<")
     # target phrases each text's translation must contain (one list per text), and glossary
