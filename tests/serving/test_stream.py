@@ -28,14 +28,21 @@ def events_of(body: str) -> list[tuple[str, dict]]:
     return out
 
 
-def close(got: dict, want: dict) -> None:
-    """One /v1/translate row as streamed and as answered: the same text and counts, scores to
-    float32's last bits (the sentences ran in other batches)."""
-    assert {k: v for k, v in got.items() if not isinstance(v, float)} == {
-        k: v for k, v in want.items() if not isinstance(v, float)}
-    for k, v in want.items():
-        if isinstance(v, float):
-            assert got[k] == pytest.approx(v, rel=1e-5), k
+def close(got, want, where: str = "row") -> None:
+    """One /v1/translate row as streamed and as answered: the same texts and counts, scores (its
+    n-best's too) to float32's last bits (the sentences ran in other batches)."""
+    if isinstance(want, float):
+        assert got == pytest.approx(want, rel=1e-5), where
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys(), where
+        for k in want:
+            close(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            close(g, w, f"{where}[{i}]")
+    else:
+        assert got == want, where
 
 
 def check_joined(client, **decoding):
