@@ -91,6 +91,7 @@ def test_the_events_joined_are_the_unstreamed_answer_on_ctranslate2(make_client,
     ({"model": "numbers", "texts": ["one"], "beam": 0}, 422, "beam"),
     ({"model": "numbers", "texts": ["one"], "sampling": True, "constraints": [["eins"]]}, 422, "constraints"),
     ({"model": "numbers", "texts": []}, 422, "texts"),
+    ({"model": "numbers", "texts": ["<p>one</p>"], "format": "html"}, 422, "format"),
 ])
 def test_a_bad_request_is_refused_before_any_event(client, body, status, field):
     answer = client.post("/v1/translate/stream", json=body)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
@@ -175,13 +176,34 @@ def _tag_of(req: TranslateRequest, model: ServedModel) -> tuple[int, ...]:
         raise ApiError(422, str(err)) from None
 
 
-async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
-    start = time.perf_counter()
+@dataclass(frozen=True)
+class TranslateJob:
+    """A checked ``/v1/translate`` request, as its route and the stream's decode it: the model,
+    the options, each text's target prefix and phrases, and the source tag's ids."""
+
+    state: Any
+    model: ServedModel
+    options: Any
+    prefixes: list[str]
+    phrases: list[list[str]] | None
+    tag: tuple[int, ...]
+
+
+def translate_job(req: TranslateRequest, request: Request) -> TranslateJob:
+    """The model and decoding of a translate request (keys and limits checked); ApiError 404 or
+    422 naming the field at fault."""
     state = server_state(request)
     model = pick(state.served, req.model, "translation")
     checked(req, request)
     options, prefixes, phrases = _decoding_of(req, model)
-    tag = _tag_of(req, model)
+    return TranslateJob(state, model, options, prefixes, phrases, _tag_of(req, model))
+
+
+async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
+    start = time.perf_counter()
+    job = translate_job(req, request)
+    state, model, options, prefixes, phrases, tag = (job.state, job.model, job.options, job.prefixes,
+                                                     job.phrases, job.tag)
     tokens = model.count_tokens(req.texts)
     if req.format == "html":  # markup kept: transformer.serving.html_route
         from transformer.serving.html_route import html_rows, html_work

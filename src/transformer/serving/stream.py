@@ -39,15 +39,8 @@ from transformer.inference.lines import LinePlan, plan_lines
 from transformer.inference.streaming import chunk_bounds, sentence_events
 from transformer.serving.errors import ApiError
 from transformer.serving.models import ServedModel
-from transformer.serving.routes import (
-    _decoding_of,
-    _elapsed_ms,
-    _tag_of,
-    queued,
-    watch_disconnect,
-)
+from transformer.serving.routes import _elapsed_ms, queued, translate_job, watch_disconnect
 from transformer.serving.schemas import TranslateRequest
-from transformer.serving.state import checked, pick, server_state
 
 log = logging.getLogger(__name__)
 MEDIA_TYPE = "text/event-stream"
@@ -61,11 +54,11 @@ def event(kind: str, data: dict[str, Any]) -> str:
 async def translate_stream(req: TranslateRequest, request: Request) -> StreamingResponse:
     """``POST /v1/translate/stream`` (see the module)."""
     start = time.perf_counter()
-    state = server_state(request)
-    model = pick(state.served, req.model, "translation")
-    checked(req, request)
-    options, prefixes, phrases = _decoding_of(req, model)
-    tag = _tag_of(req, model)
+    if req.format != "text":  # markup is answered whole, by /v1/translate
+        raise ApiError(422, f"format: {req.format!r} is not streamed; /v1/translate answers HTML")
+    job = translate_job(req, request)
+    state, model, options, prefixes, phrases, tag = (job.state, job.model, job.options, job.prefixes,
+                                                     job.phrases, job.tag)
     translator = model.translator
     assert translator is not None
     src_lang, tgt_lang = model.loaded.record.languages
