@@ -4,6 +4,7 @@ or in --json; refused with --nbest unless --json."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from transformer.cli import main
 
@@ -32,3 +33,16 @@ def test_translate_alignments_are_the_librarys(run_dir, capsys):
 def test_alignments_with_nbest_need_json(cli, run_dir, capsys):
     rc = main(["translate", "--model", str(run_dir), "--nbest", "2", "--alignments", "seven"])
     assert rc == 2 and "--alignments with --nbest needs --json" in cli.one_line_error(capsys)
+
+
+def test_align_lines_aligns_the_flagged_lines_only_and_decodes_the_same(run_dir):
+    from transformer.inference.lines import translate_lines
+    from transformer.inference.loader import load_translator
+
+    lines = ["three hundred forty-five. seven", "forty-two thousand one", "nine"]
+    translator = load_translator(run_dir, beam_size=1, precision="fp32")
+    every = translate_lines(translator, lines, options=replace(translator.options, alignments=True))
+    some = translate_lines(translator, lines, align_lines=[True, False, True])
+    assert [t.text for t in some] == [t.text for t in every]
+    assert [t.alignments for t in some] == [every[0].alignments, None, every[2].alignments]
+    assert every[0].alignments

@@ -94,7 +94,7 @@ def word_spans(text: str) -> list[Span]:
 
 
 def _solid(text: str) -> int:
-    return len(text) - sum(ch.isspace() for ch in text)
+    return len("".join(text.split()))  # the non-space characters (str.split: Unicode spaces)
 
 
 def piece_spans(tokenizer: Any, ids: Sequence[int]) -> list[Span]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from transformer.config.decoding import DecodeOptions
 from transformer.inference.html_parse import (
@@ -114,41 +115,34 @@ def translate_html_batch(translator: Translator, documents: Sequence[str], *,
         ["html"] if len(documents) == 1 else [f"html[{k}]" for k in range(len(documents))])
     parsed = [parse_html(d, field=name) for d, name in zip(documents, names, strict=True)]
 
-    aligned: list[Flow] = []
-    plain: list[str] = []
+    flows: list[Flow] = []  # every run of text with words, in order
+    attribute_texts: list[str] = []
     for doc in parsed:
-        for part in doc.parts:
-            if isinstance(part, Flow) and part.has_words:
-                if _needs_alignment(part):
-                    aligned.append(part)
-                else:
-                    plain.append(_line(part))
+        flows.extend(p for p in doc.parts if isinstance(p, Flow) and p.has_words)
         for token in doc.attributes:
-            plain.extend(v for k, v in token.attrs if k in TRANSLATED_ATTRIBUTES and v and v.strip())
-    call = dict(split=split, src_lang=src_lang, tgt_lang=tgt_lang, source_prefix=source_prefix,
-                log_probs=False, progress=progress)
-    with_pairs = translate_lines(translator, [_line(f) for f in aligned],
-                                 options=replace(opt, alignments=True), **call) if aligned else []
-    without = translate_lines(translator, plain, options=replace(opt, alignments=False),
-                              **call) if plain else []
-    by_flow = {id(f): t for f, t in zip(aligned, with_pairs, strict=True)}
-    texts = iter(without)
+            attribute_texts.extend(v for k, v in token.attrs
+                                   if k in TRANSLATED_ATTRIBUTES and v and v.strip())
+    lines = [_line(f) for f in flows] + attribute_texts
+    # one batch for all; alignments (a teacher-forced pass) only where there is markup to place
+    found = translate_lines(translator, lines, options=replace(opt, alignments=False),
+                            split=split, src_lang=src_lang, tgt_lang=tgt_lang,
+                            source_prefix=source_prefix, log_probs=False, progress=progress,
+                            align_lines=[_needs_alignment(f) for f in flows]
+                            + [False] * len(attribute_texts)) if lines else []
+    by_flow = {id(f): t for f, t in zip(flows, found, strict=False)}
+    texts = iter(found[len(flows):])
     out = []
     for doc in parsed:
-        flows, attrs = [], {}
-        for part in doc.parts:
-            if isinstance(part, Flow) and part.has_words and not _needs_alignment(part):
-                flows.append((part, next(texts)))
+        attrs: dict[int, dict[str, Any]] = {}
         for token in doc.attributes:
             for k, v in token.attrs:
                 if k in TRANSLATED_ATTRIBUTES and v and v.strip():
                     attrs.setdefault(id(token), {})[k] = next(texts)
-        plain_of = {id(f): t for f, t in flows}
-        out.append(_render(doc, by_flow, plain_of, attrs, lang=(src_lang, tgt_lang)))
+        out.append(_render(doc, by_flow, attrs, lang=(src_lang, tgt_lang)))
     return out
 
 
-def _render(doc: HtmlDocument, aligned: dict, plain: dict, attrs: dict, *,
+def _render(doc: HtmlDocument, translations: dict, attrs: dict, *,
             lang: tuple[str, str | None]) -> HtmlTranslation:
     langs = (lang[0], lang[1]) if lang[1] else None
 
@@ -170,9 +164,9 @@ def _render(doc: HtmlDocument, aligned: dict, plain: dict, attrs: dict, *,
         if not part.has_words:
             pieces.append("".join(tag(t) for t in part.tokens))
             continue
-        found = aligned.get(id(part)) or plain[id(part)]
+        found = translations[id(part)]
         result.sentences += found.sentences
-        if id(part) in plain:
+        if not _needs_alignment(part):
             lead = part.text[: len(part.text) - len(part.text.lstrip())]
             trail = part.text[len(part.text.rstrip()):]
             pieces.append(escape_text(lead) + escape_text(found.text) + escape_text(trail))

@@ -36,6 +36,7 @@ for translation (:attr:`HtmlDocument.attributes`); :func:`start_tag` writes a ta
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -56,6 +57,8 @@ INLINE_VOID = frozenset({"br", "img", "wbr", "input", "embed", "source", "track"
 VOID = INLINE_VOID | frozenset({"hr", "meta", "link", "base", "col", "keygen", "frame"})
 RAW_BLOCKS = frozenset({"pre", "listing", "xmp", "plaintext"})
 TRANSLATED_ATTRIBUTES = ("title", "alt")
+# characters no HTML text holds (a character class, not markup: the parser reads the markup)
+_CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
 @dataclass
@@ -114,10 +117,10 @@ class _Events(HTMLParser):
 def check_readable(document: str, *, field: str = "html") -> None:
     """InputError naming ``field`` for a document the parser cannot read: one holding NUL or
     other control characters that no HTML text may hold (a binary file, most likely)."""
-    for number, char in enumerate(document):
-        if (ord(char) < 32 and char not in "\t\n\r\f") or ord(char) == 127:
-            raise InputError(f"{field}: not an HTML document (control character U+{ord(char):04X} "
-                             f"at character {number + 1})")
+    bad = _CONTROL.search(document)
+    if bad is not None:
+        raise InputError(f"{field}: not an HTML document (control character "
+                         f"U+{ord(bad.group()):04X} at character {bad.start() + 1})")
 
 
 def tokenize(document: str) -> list[Token]:

@@ -115,16 +115,19 @@ class LinePlan:
 
     def assemble(self, translator: Translator, found: Sequence[Translation], *,
                  tgt_lang: str | None = None,
-                 options: DecodeOptions | None = None) -> list[LineTranslation]:
+                 options: DecodeOptions | None = None,
+                 align_lines: Sequence[bool] | None = None) -> list[LineTranslation]:
         """One :class:`LineTranslation` per line from every unit's translation (``found``, in
-        unit order): its pieces joined, and its word alignments when the options ask for them."""
+        unit order): its pieces joined, and its word alignments when the options ask for them
+        (``align_lines``: of the lines it flags, whatever the options say)."""
         if len(found) != len(self.units):
             raise ValueError(f"found: {len(found)} translations for {len(self.units)} units")
         opt = translator.options if options is None else options
         glue = joiner(tgt_lang)
         out = [_joined(found[a:b], glue, sentences=n, cut=cut) for a, b, n, cut in self.spans]
-        if opt.alignments:
-            _align(translator, self.lines, self.units, [t.text for t in found], self.spans, out)
+        if align_lines is not None or opt.alignments:
+            _align(translator, self.lines, self.units, [t.text for t in found], self.spans, out,
+                   only=align_lines)
         return out
 
 
@@ -183,7 +186,8 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
                     keys: Sequence[object] | None = None,
                     constraints: Sequence[Sequence[str]] | None = None,
                     options: DecodeOptions | None = None, source_prefix: Sequence[int] = (),
-                    log_probs: bool = True, progress: bool = False) -> list[LineTranslation]:
+                    log_probs: bool = True, progress: bool = False,
+                    align_lines: Sequence[bool] | None = None) -> list[LineTranslation]:
     """Translate ``lines`` (each possibly several sentences); one :class:`LineTranslation` per
     line, in order. A line with a sentence cut to fit gets one warning naming it (numbered from
     ``first_line``). ``prefixes``: one target prefix per line ("": none; None, or no list: the
@@ -192,24 +196,35 @@ def translate_lines(translator: Translator, lines: Sequence[str], *, split: bool
     none) that its translation must contain (a line with some is translated whole).
     ``options``, ``source_prefix``, ``log_probs``, ``progress``: this call's, as
     :meth:`Translator.translate <transformer.inference.translator.Translator.translate>` takes
-    them (``options`` None: the translator's)."""
+    them (``options`` None: the translator's). ``align_lines``: one flag per line, the lines
+    that get word alignments whatever the options say (None: every line when the options ask
+    for them); the search is the same either way."""
+    if align_lines is not None and len(align_lines) != len(lines):
+        raise ValueError(f"align_lines: {len(align_lines)} given for {len(lines)} lines")
     plan = plan_lines(translator, lines, split=split, src_lang=src_lang, first_line=first_line,
                       prefixes=prefixes, keys=keys, constraints=constraints, options=options)
     found = plan.translate(translator, options=options, source_prefix=source_prefix,
                            log_probs=log_probs, progress=progress)
-    return plan.assemble(translator, found, tgt_lang=tgt_lang, options=options)
+    return plan.assemble(translator, found, tgt_lang=tgt_lang, options=options,
+                         align_lines=align_lines)
 
 
 def _align(translator: Translator, lines: Sequence[str], units: list[str], texts: list[str],
-           spans: list[tuple[int, int, int, int]], out: list[LineTranslation]) -> None:
-    """Each line's word alignments, from its sentences aligned in one batch."""
+           spans: list[tuple[int, int, int, int]], out: list[LineTranslation], *,
+           only: Sequence[bool] | None = None) -> None:
+    """Each line's word alignments (of the lines ``only`` flags; None: all), from its sentences
+    aligned in one batch."""
     from transformer.inference.alignment import align_texts, line_pairs
 
-    pairs = align_texts(translator.model, translator.src_tokenizer, translator.tgt_tokenizer,
-                        units, texts)
-    for line, result, (a, b, _, _) in zip(lines, out, spans, strict=True):
-        result.alignments = line_pairs(line, result.text, list(zip(units[a:b], texts[a:b],
-                                                                     pairs[a:b], strict=True)))
+    chosen = [i for i in range(len(lines)) if only is None or only[i]]
+    picked = [u for i in chosen for u in range(spans[i][0], spans[i][1])]
+    found = align_texts(translator.model, translator.src_tokenizer, translator.tgt_tokenizer,
+                        [units[u] for u in picked], [texts[u] for u in picked])
+    pairs = dict(zip(picked, found, strict=True))
+    for i in chosen:
+        a, b = spans[i][0], spans[i][1]
+        out[i].alignments = line_pairs(lines[i], out[i].text, [
+            (units[u], texts[u], pairs[u]) for u in range(a, b)])
 
 
 def stream_lines(translator: Translator, lines: Iterable[str], *, chunk_size: int | None = None,
