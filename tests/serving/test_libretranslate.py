@@ -102,6 +102,40 @@ def test_alternatives_are_the_rest_of_the_nbest_only_when_asked(lt):
                                                                  "alternatives": 0}).json()
 
 
+HTML_EN = '<p lang="en">A <b>dog</b> runs across the <a href="/g">green grass</a>.</p>'
+
+
+def test_html_keeps_its_markup_as_v1_translates_it_with_no_alternatives(lt):
+    """format html: each text translated as /v1/translate's format html does (the same model and
+    markup placement), a list too; alternatives are not offered for HTML (an empty list each, as
+    LibreTranslate answers)."""
+    client = lt()
+    want = v1(client, "en-de", [HTML_EN, "<i>two dogs.</i>"], format="html")
+    one = client.post("/translate", json={"q": HTML_EN, "source": "en", "target": "de",
+                                          "format": "html"})
+    assert one.status_code == 200, one.text
+    assert one.json() == {"translatedText": want[0]["text"]}
+    assert 'lang="de"' in want[0]["text"] and 'href="/g"' in want[0]["text"]
+    many = client.post("/translate", json={"q": [HTML_EN, "<i>two dogs.</i>"], "source": "en",
+                                           "target": "de", "format": "html", "alternatives": "2"})
+    assert many.json() == {"translatedText": [w["text"] for w in want], "alternatives": [[], []]}
+    text = client.post("/translate", json={"q": HTML_EN, "source": "en", "target": "de"}).json()
+    assert text["translatedText"] == v1(client, "en-de", [HTML_EN])[0]["text"] != want[0]["text"]
+
+
+def test_html_is_detected_by_its_words_not_its_markup(lt):
+    """source auto with HTML: the language of the text a reader sees (English words in French
+    markup attributes still read as English), each document routed by it."""
+    client = lt()
+    doc = ('<p data-note="un chien court sur l\'herbe verte de la maison" class="vert">'
+           '<b>A dog runs.</b></p>')  # read whole, it is French
+    answer = client.post("/translate", json={"q": [doc, f"<p>{DE}</p>"], "source": "auto",
+                                             "target": "de", "format": "html"}).json()
+    assert [d["language"] for d in answer["detectedLanguage"]] == ["en", "de"]
+    assert answer["translatedText"] == [v1(client, "en-de", [doc], format="html")[0]["text"],
+                                        f"<p>{DE}</p>"]
+
+
 def test_detect_ranks_the_languages_served_best_first(lt):
     client = lt()
     for text, lang in ((EN, "en"), (DE, "de"), (FR, "fr")):
@@ -152,7 +186,9 @@ def refused(answer, status, *words):
     ({"q": EN, "source": "xx", "target": "de"}, ["source", "xx is not supported", "en-de, de-en, fr-de"]),
     ({"q": EN, "source": "en", "target": "xx"}, ["target", "xx"]),
     ({"q": EN, "source": "fr", "target": "en"}, ["target", "from fr", "en-de, de-en, fr-de"]),
-    ({"q": EN, "source": "en", "target": "de", "format": "html"}, ["format", "html"]),
+    ({"q": ["<p>a</p>", "<p>\x00</p>"], "source": "en", "target": "de", "format": "html"},
+     ["q[1]", "not an HTML document"]),
+    ({"q": "<p>\x01</p>", "source": "auto", "target": "de", "format": "html"}, ["q:", "U+0001"]),
     ({"q": EN, "source": "en", "target": "de", "format": "pdf"}, ["format", "pdf"]),
     ({"q": EN, "source": "en", "target": "de", "alternatives": "two"}, ["alternatives", "not a number"]),
     ({"q": EN, "source": "en", "target": "de", "alternatives": 4}, ["alternatives", "<= 3", "beam"]),

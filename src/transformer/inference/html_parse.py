@@ -359,6 +359,14 @@ def parse_html(document: str, *, field: str = "html") -> HtmlDocument:
     return HtmlDocument(parts, elements, attributes)
 
 
+def document_text(document: str, *, field: str = "html") -> str:
+    """The words a reader sees of ``document`` (its flows' text, one space apart; no markup,
+    scripts or attributes): what language identification reads of HTML. InputError naming
+    ``field`` as :func:`parse_html` raises it."""
+    parts = parse_html(document, field=field).parts
+    return " ".join(" ".join(p.text.split()) for p in parts if isinstance(p, Flow) and p.has_words)
+
+
 def start_tag(token: Token, values: dict[str, str], *, lang: tuple[str, str] | None = None) -> str:
     """A start tag written back: as it came unless ``values`` replaces one of its attributes
     (by name: a translated ``title`` or ``alt``) or ``lang`` = (source, target) languages and its

@@ -22,15 +22,23 @@ _PER_LINE = ("nbest", "alignments", "constraints", "glossary", "target_prefix", 
 def html_work(req: Any, model: ServedModel, *, options: Any, tag: tuple[int, ...]) -> Callable[[], Any]:
     """The call that translates the request's documents (to run in the model's queue); ApiError
     422 for a field HTML does not take, 400 for a text the parser cannot read."""
-    from transformer.inference.html import translate_html_batch
-    from transformer.inference.html_parse import check_readable
-
     for name in _PER_LINE:
         if getattr(req, name, None):
             raise ApiError(422, f"{name}: not available with format \"html\" (one translation per "
                            "document, its markup placed by alignments)")
-    fields = [f"texts[{k}]" for k in range(len(req.texts))]
-    for text, name in zip(req.texts, fields, strict=True):
+    return html_call(model, list(req.texts), [f"texts[{k}]" for k in range(len(req.texts))],
+                     options=options, tag=tag, split=req.split)
+
+
+def html_call(model: ServedModel, documents: list[str], fields: list[str], *, options: Any,
+              tag: tuple[int, ...], split: bool = True, src_lang: str | None = None,
+              tgt_lang: str | None = None) -> Callable[[], Any]:
+    """The call that translates ``documents`` (each named by its ``fields`` entry in an error)
+    as HTML in the model's queue; ApiError 400 for one the parser cannot read."""
+    from transformer.inference.html import translate_html_batch
+    from transformer.inference.html_parse import check_readable
+
+    for text, name in zip(documents, fields, strict=True):
         try:
             check_readable(text, field=name)
         except InputError as err:
@@ -38,8 +46,9 @@ def html_work(req: Any, model: ServedModel, *, options: Any, tag: tuple[int, ...
     translator = model.translator
 
     def work() -> Any:
-        return translate_html_batch(translator, list(req.texts), options=options, split=req.split,
-                                    source_prefix=tag, fields=fields)
+        return translate_html_batch(translator, documents, options=options, split=split,
+                                    source_prefix=tag, fields=fields, src_lang=src_lang,
+                                    tgt_lang=tgt_lang)
 
     return work
 

@@ -88,13 +88,11 @@ def _pairs(routes: dict[tuple[str, str], Route]) -> str:
     return ", ".join(f"{s}-{t}" for s, t in routes) or "none"
 
 
-def check_format(text_format: str) -> None:
-    """Refuse a ``format`` this server cannot translate yet: "html" (until markup is kept) and
-    anything but "text". The one place the HTML support plugs in."""
-    if text_format == "html":
-        raise ApiError(400, "format: 'html' is not supported by this server yet; send 'text'")
-    if text_format != "text":
+def check_format(text_format: str) -> str:
+    """The ``format`` asked for ("text" or "html"); ApiError 400 for any other."""
+    if text_format not in ("text", "html"):
         raise ApiError(400, f"format: {text_format!r} is not supported (expected 'text' or 'html')")
+    return text_format
 
 
 async def _params(request: Request) -> tuple[dict[str, Any], bool]:
@@ -208,9 +206,12 @@ def _check_languages(routes: dict[tuple[str, str], Route], source: str, target: 
 
 
 async def _translated(request: Request, model: ServedModel, route: Route, texts: list[str],
-                      alternatives: int) -> list[Any]:
+                      alternatives: int, *, html: list[str] | None = None,
+                      langs: tuple[str, str] | None = None) -> list[Any]:
     """``texts`` through ``model``'s queue, as ``/v1/translate`` decodes them with no options
-    given (the run's, the server's output cap), asking ``alternatives`` more of the n-best."""
+    given (the run's, the server's output cap), asking ``alternatives`` more of the n-best;
+    ``html``: each text's field name, the texts being HTML documents (translated with their
+    markup kept, no alternatives) in the languages ``langs``."""
     from transformer.config.decoding import OptionError
     from transformer.inference.tags import tag_ids
 
@@ -231,10 +232,30 @@ async def _translated(request: Request, model: ServedModel, route: Route, texts:
     tag: tuple[int, ...] = ()
     if route.tag is not None:
         tag = tuple(tag_ids(model.translator.src_tokenizer, route.tag, flag="target"))  # type: ignore[union-attr]
-    payload = (texts, options, True, [""] * len(texts), tag, None)
-    found = await queued(request, model, payload, tokens=model.count_tokens(texts), timeout_ms=None)
+    tokens = model.count_tokens(texts)
+    if html is not None:
+        from transformer.serving.html_route import html_call
+
+        src_lang, tgt_lang = langs if langs is not None else (None, None)
+        work = html_call(model, texts, html, options=options, tag=tag, src_lang=src_lang,
+                         tgt_lang=tgt_lang)
+        found = await queued(request, model, None, tokens=tokens, timeout_ms=None, call=work)
+    else:
+        payload = (texts, options, True, [""] * len(texts), tag, None)
+        found = await queued(request, model, payload, tokens=tokens, timeout_ms=None)
     state.metrics.sentences[model.name] += len(texts)
     return found
+
+
+def _readable(documents: Sequence[str], batch: bool) -> list[str]:
+    """The words of HTML ``documents`` (what language identification reads); ApiError 400
+    naming ``q`` (or ``q[k]``) for one the parser cannot read."""
+    from transformer.inference.html_parse import document_text
+
+    try:
+        return [document_text(d, field=f"q[{k}]" if batch else "q") for k, d in enumerate(documents)]
+    except InputError as err:
+        raise ApiError(400, str(err)) from None
 
 
 async def translate(request: Request) -> JSONResponse:
@@ -249,12 +270,12 @@ async def translate(request: Request) -> JSONResponse:
     line = state.settings.limits.refusal([("q", texts if batch else texts[0])])
     if line is not None:
         raise ApiError(400, line)
-    check_format(_text(params, "format", required=False) or "text")
+    html = check_format(_text(params, "format", required=False) or "text") == "html"
     routes = language_routes(state)
     _check_languages(routes, source, target)
     if source == "auto":
         among = [s for s, t in routes if t == target] + [target]
-        detected = await _detected(request, texts, among)
+        detected = await _detected(request, _readable(texts, batch) if html else texts, among)
     else:
         detected = [(source, 100.0)] * len(texts)
     out: list[str] = list(texts)
@@ -270,10 +291,12 @@ async def translate(request: Request) -> JSONResponse:
     for lang, members in groups.items():  # one queued call per source language
         route = routes[(lang, target)]
         model = state.served[route.model]
-        found = await _translated(request, model, route, [texts[i] for i in members], alternatives)
+        fields = [f"q[{i}]" if batch else "q" for i in members] if html else None
+        found = await _translated(request, model, route, [texts[i] for i in members],
+                                  0 if html else alternatives, html=fields, langs=(lang, target))
         for i, t in zip(members, found, strict=True):
-            out[i] = t.text
-            more[i] = [text for text, _ in t.nbest[1 : alternatives + 1]]
+            out[i] = t.html if html else t.text
+            more[i] = [] if html else [text for text, _ in t.nbest[1 : alternatives + 1]]
     answer: dict[str, Any] = {"translatedText": out if batch else out[0]}
     if source == "auto":
         langs = [{"confidence": conf, "language": lang} for lang, conf in detected]
