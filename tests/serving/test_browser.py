@@ -290,7 +290,33 @@ def test_page_shows_a_paragraphs_first_sentence_before_the_last_is_done(server, 
     browser.find_element(By.ID, "source").send_keys(paragraph)
     browser.find_element(By.ID, "translate").click()
     log = wait_for(browser, "const l = window.streamLog; return l.length && l[l.length - 1].done && l")
-    assert len(log) == 12 + 1 and [e.get("index") for e in log[:-1]] == list(range(12))
+    assert len(log) == 12 + 1 and [e.get("index") for e in log[:-1]] == list(range(12))  # no tokens
     assert log[0] == {"index": 0, "shown": first["text"], "done": False}  # alone, the rest to come
     assert first["text"] != want["translations"][0]["text"]
     assert _page_translation(browser) == want["translations"][0]["text"]
+
+
+def test_page_shows_one_sentences_translation_token_by_token_with_greedy_decoding(server, browser,
+                                                                                 trained_numbers):
+    """Beam 1 and one sentence: the page shows the translation growing a token at a time (each
+    text the one before it and more), then the sentence, equal to ``/v1/translate``'s."""
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    if os.environ.get("SERVE_MODEL"):
+        pytest.skip("its sentences are the number-words model's")
+    model = trained_numbers.partition("=")[0]
+    sentence = "six hundred and forty two"
+    want = httpx.post(server + "/v1/translate", json={"model": model, "texts": [sentence], "beam": 1},
+                      timeout=60).json()["translations"][0]["text"]
+    browser.get(server + "/")
+    wait_for(browser, "return document.querySelectorAll('#translate-model option').length > 0")
+    browser.execute_script("document.getElementById('beam').value = '1';")
+    browser.find_element(By.ID, "source").send_keys(sentence)
+    browser.find_element(By.ID, "translate").click()
+    log = wait_for(browser, "const l = window.streamLog; return l.length && l[l.length - 1].done && l")
+    steps = [e for e in log if "step" in e]
+    assert len(steps) >= 2 and [e["step"] for e in steps] == list(range(1, len(steps) + 1))
+    assert log[: len(steps)] == steps  # every token before the sentence
+    assert all(len(a["shown"]) <= len(b["shown"]) for a, b in zip(steps, steps[1:], strict=False))
+    assert steps[-1]["shown"] == want == _page_translation(browser)

@@ -85,6 +85,45 @@ def test_the_events_joined_are_the_unstreamed_answer_on_ctranslate2(make_client,
     check_joined(make_client(served), beam=4)
 
 
+def check_tokens(client, text: str = "three hundred twelve", **decoding) -> list[dict]:
+    """One sentence greedy or sampled: a token event per token (steps 1, 2, ...; the last one's
+    text the sentence's), then the sentence and the answer, which is /v1/translate's."""
+    body = {"model": "numbers", "texts": [text], **decoding}
+    want = client.post("/v1/translate", json=body).json()
+    events = events_of(client.post("/v1/translate/stream", json=body).text)
+    tokens = [data for kind, data in events if kind == "token"]
+    assert [kind for kind, _ in events] == ["token"] * len(tokens) + ["sentence", "done"]
+    assert tokens and [t["step"] for t in tokens] == list(range(1, len(tokens) + 1))
+    assert all((t["index"], t["text_index"], t["sentence"]) == (0, 0, 0) for t in tokens)
+    assert tokens[-1]["text"] == events[-2][1]["text"] == want["translations"][0]["text"]
+    for got, row in zip(events[-1][1]["translations"], want["translations"], strict=True):
+        close(got, row)
+    return tokens
+
+
+@pytest.mark.parametrize("decoding", [{"beam": 1}, {"sampling": True, "seed": 3}])
+def test_one_sentence_greedy_or_sampled_streams_its_tokens(client, decoding):
+    check_tokens(client, **decoding)
+
+
+def test_one_sentence_streams_its_tokens_on_ctranslate2(make_client, translation_dir, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from transformer.serving.models import load_served
+
+    run = tmp_path / "numbers"
+    shutil.copytree(translation_dir, run)
+    served = load_served({"numbers": str(run)}, precision="fp32", engine="ctranslate2")
+    check_tokens(make_client(served), beam=1)
+
+
+@pytest.mark.parametrize("body", [{"texts": ["three hundred twelve"], "beam": 2},
+                                  {"texts": ["seven. nine."], "beam": 1},
+                                  {"texts": ["seven", "nine"], "beam": 1}])
+def test_beam_search_and_several_sentences_stream_no_tokens(client, body):
+    events = events_of(client.post("/v1/translate/stream", json={"model": "numbers", **body}).text)
+    assert "token" not in [kind for kind, _ in events] and events[-1][0] == "done"
+
+
 @pytest.mark.parametrize(("body", "status", "field"), [
     ({"model": "nope", "texts": ["one"]}, 404, "model"),
     ({"model": "labels", "texts": ["one"]}, 422, "model"),

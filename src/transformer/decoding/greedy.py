@@ -16,7 +16,7 @@ sentence share its encoding and first step, and go their own ways from the first
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ def greedy_decode(
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
     precision: str = "fp32",
+    on_token: Callable[[int], None] | None = None,
     **fields: Any,
 ) -> list[list[int]] | list[Hypothesis]:
     """Greedy translations of ``src`` (B, S), a batch of source ids padded with the model's pad id.
@@ -78,13 +79,17 @@ def greedy_decode(
     weights once (``pack_weights`` is then the decoder's). ``precision="int8"``: the decoder's
     linear layers and output projection multiply by int8 weights (a float32 model on a CPU; close
     to float32, not equal); a bf16 model is decoded in bf16 as it is.
+
+    ``on_token``: called with each token id as it is chosen (a forced prefix's included, EOS
+    last when it ends the row), for a batch of one row: what a stream shows as it is made.
     """
     opts = options_of(options, GREEDY, fields if max_len is None else {**fields, "max_len": max_len})
     if opts.sampling:
         raise ValueError("sampling: greedy_decode takes the best token; sample_decode draws")
     limits, steering = plan(model, src, opts, prefixes=prefixes, forbid=forbid, log_probs=hypotheses)
     found = _decode(model, src, limits, steering, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
-                    pack_weights=pack_weights, decoder=decoder, precision=precision)
+                    pack_weights=pack_weights, decoder=decoder, precision=precision,
+                    on_token=on_token)
     return [row[0] for row in found] if hypotheses else [row[0].ids for row in found]
 
 
@@ -104,6 +109,7 @@ def sample_decode(
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
     precision: str = "fp32",
+    on_token: Callable[[int], None] | None = None,
     **fields: Any,
 ) -> list[list[Hypothesis]]:
     """``nbest`` (short name ``samples``; default 1) translations of each row of ``src`` (B, S),
@@ -115,28 +121,32 @@ def sample_decode(
     The draws of row b come from ``seed`` and ``keys[b]`` alone (default: b), so a sentence
     given the same key gets the same samples in any batch. ``top_k=1`` is greedy decoding (but
     where the best logits tie exactly: top-k keeps ties). The other arguments are
-    :func:`greedy_decode`'s.
+    :func:`greedy_decode`'s (``on_token``: one row and one sample).
     """
     changes = {"sampling": True, **fields} if max_len is None else {"sampling": True, **fields, "max_len": max_len}
     opts = options_of(options, GREEDY, changes)
     limits, steering = plan(model, src, opts, prefixes=prefixes, forbid=forbid, keys=keys, seed=seed,
                             log_probs=True)
     found = _decode(model, src, limits, steering, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
-                    pack_weights=pack_weights, decoder=decoder, precision=precision)
+                    pack_weights=pack_weights, decoder=decoder, precision=precision,
+                    on_token=on_token)
     return [sorted(row, key=lambda h: -h.log_prob) for row in found]
 
 
 def _decode(model: Seq2SeqModel, src: Tensor, limits: Tensor, steering: Steering, *, bos_id: int,
             eos_id: int, use_cache: bool, pack_weights: bool,
-            decoder: FastDecoder | None, precision: str) -> list[list[Hypothesis]]:
+            decoder: FastDecoder | None, precision: str,
+            on_token: Callable[[int], None] | None = None) -> list[list[Hypothesis]]:
     """Open the session and run the loop; the K hypotheses of each row (log-probabilities 0 when
     ``steering`` does not keep them)."""
+    if on_token is not None and (src.size(0) != 1 or steering.samples != 1):
+        raise ValueError(f"on_token: one row and one sample, not {src.size(0)} x {steering.samples}")
     pad_id = model.config.pad_id
     with torch.inference_mode(), evaluation_mode(model):
         session = open_session(model, src, use_cache=use_cache, pack_weights=pack_weights,
                                decoder=decoder, precision=precision)
         tokens, log_probs, lengths = _greedy(session, src, limits, bos_id=bos_id, eos_id=eos_id,
-                                             pad_id=pad_id, steering=steering)
+                                             pad_id=pad_id, steering=steering, on_token=on_token)
     k = steering.samples
     if steering.prefix is not None:  # a score counts the tokens after the prefix
         lengths = lengths - steering.prefix.lengths.repeat_interleave(k)
@@ -170,6 +180,7 @@ def _greedy(
     eos_id: int,
     pad_id: int,
     steering: Steering,
+    on_token: Callable[[int], None] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The decoding loop; returns the produced ids (B * K, L), PAD where EOS or nothing was
     produced, each row's log-probability (B * K,) (zeros unless ``steering.log_probs``) and how
@@ -199,6 +210,8 @@ def _greedy(
         next_ids, log_probs = _choose(logits, rows, t, steering=steering, chunk=chunk,
                                       pad_id=pad_id, eos_id=eos_id)  # (R,) each
         rows.history[:, t + 1] = next_ids
+        if on_token is not None:  # one row (checked by _decode)
+            on_token(int(next_ids[0]))
         if rows.log_probs is not None:
             rows.log_probs += log_probs
         ended = next_ids == eos_id  # (R,)

@@ -30,7 +30,12 @@ if TYPE_CHECKING:
         translator_for,
     )
     from transformer.inference.scoring import PairScore, Scorer, load_scorer, score_pairs
-    from transformer.inference.streaming import SentenceDone, StreamDone, stream_translation
+    from transformer.inference.streaming import (
+        SentenceDone,
+        StreamDone,
+        TokenDone,
+        stream_translation,
+    )
     from transformer.inference.translation_eval import evaluate_translation, read_test_set
     from transformer.inference.translator import Translation, Translator
 
@@ -39,7 +44,7 @@ __all__ = [
     "classifier_for", "evaluate_classifier", "evaluate_translation", "evaluation_data",
     "load_classifier", "load_translator", "read_test_set", "translate_lines", "translator_for",
     "AlignmentRule", "PairScore", "Scorer", "align_texts", "load_scorer", "pharaoh", "score_pairs",
-    "SentenceDone", "StreamDone", "stream_translation",
+    "SentenceDone", "StreamDone", "TokenDone", "stream_translation",
 ]
 __getattr__, __dir__ = lazy_names(__name__, {
     "transformer.config.decoding": ("DecodeOptions",),
@@ -49,7 +54,7 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "transformer.inference.lines": ("LineTranslation", "translate_lines"),
     "transformer.inference.loader": ("classifier_for", "load_classifier", "load_translator", "translator_for"),
     "transformer.inference.scoring": ("PairScore", "Scorer", "load_scorer", "score_pairs"),
-    "transformer.inference.streaming": ("SentenceDone", "StreamDone", "stream_translation"),
+    "transformer.inference.streaming": ("SentenceDone", "StreamDone", "TokenDone", "stream_translation"),
     "transformer.inference.translation_eval": ("evaluate_translation", "read_test_set"),
     "transformer.inference.translator": ("Translation", "Translator"),
 })

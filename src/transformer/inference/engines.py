@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from transformer.config.choices import ENGINES
@@ -221,9 +222,11 @@ class CTranslate2Translator(Translator):
     def _decode(self, sources: list[list[int]], opt: DecodeOptions, *, prefixes: list[list[int]],
                 keys: list[object], seed: int, log_probs: bool = True,
                 forbid: list[list[int]] | None = None,
-                constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
+                constraints: list[list[list[int]]] | None = None,
+                on_token: Callable[[int], None] | None = None) -> list[list[Hypothesis]]:
         """One batch (B id lists): CTranslate2's greedy or beam search within each sentence's
-        length limit, or ours for options it is not given in this call (and for constraints)."""
+        length limit, or ours for options it is not given in this call (and for constraints);
+        ``on_token``: one greedy source, its ids told as CTranslate2 yields them."""
         unmapped = _unsupported(opt, log_probs) + (
             ("constraints",) if constraints and any(constraints) else ())
         ours = functools.partial(super()._decode, opt=opt, keys=keys, seed=seed, log_probs=log_probs,
@@ -233,7 +236,8 @@ class CTranslate2Translator(Translator):
                 self.fallbacks.add(unmapped)
                 log.info("engine: ours for %s (CTranslate2 is not given them%s)", ", ".join(unmapped),
                          " where log-probabilities are wanted" if not _unsupported(opt, False) else "")
-            return ours(sources, prefixes=prefixes, constraints=constraints)
+            return ours(sources, prefixes=prefixes, constraints=constraints,
+                        **({"on_token": on_token} if on_token is not None else {}))
         config = self.config
         limits = length_limits(sources, opt, pad_id=config.pad_id, model_max_len=config.max_len,
                                prefixes=prefixes)
@@ -245,7 +249,11 @@ class CTranslate2Translator(Translator):
         starts = [[self.tgt_pieces[i] for i in prefix] or None for prefix in prefixes]
         out: list[list[Hypothesis]] = [[] for _ in sources]
         rows = list(range(len(sources)))
-        if greedy:
+        if on_token is not None:  # one greedy source, as it comes (CTranslate2 threads it)
+            out = [[self._tokens(pieces[0], starts[0], limits[0], on_token, forced=len(prefixes[0]),
+                                 **steer)]]
+            rows = []
+        elif greedy:
             # greedy is prefix-consistent: one call to the longest limit, each row cut to its own;
             # a row that ran past its own limit is searched again to it, for its log-probability
             found = self._search(pieces, starts, beam=1, count=1, limit=max(limits), scores=log_probs,
@@ -284,6 +292,25 @@ class CTranslate2Translator(Translator):
             sequences.append([self.tgt_pieces[self.config.pad_id]])
         return {"repetition_penalty": opt.repetition_penalty, "no_repeat_ngram_size": opt.no_repeat_ngram,
                 "min_decoding_length": opt.min_length, "suppress_sequences": sequences or None}
+
+    def _tokens(self, pieces: list[str], start: list[str] | None, limit: int,
+                on_token: Callable[[int], None], *, forced: int, min_decoding_length: int = 0,
+                **steer: Any) -> Hypothesis:
+        """CTranslate2's greedy translation of one source to ``limit`` tokens, each id told to
+        ``on_token`` as it is decoded (the prefix's too, EOS last); scored as :meth:`_search`
+        scores it (the sum of its tokens' log-probabilities)."""
+        unk = self.tgt_ids.get("<unk>", 1)
+        ids: list[int] = []
+        total = 0.0
+        for step in self.ct2.generate_tokens(
+                pieces, target_prefix=start, max_decoding_length=limit,
+                min_decoding_length=min(min_decoding_length, limit), max_input_length=0,
+                return_log_prob=True, **steer):
+            ids.append(self.tgt_ids.get(step.token, unk))
+            total += float(step.log_prob)
+            on_token(ids[-1])
+        ended = bool(ids) and ids[-1] == self.eos_id
+        return _greedy((ids[:-1] if ended else ids, total, ended), limit, forced)
 
     def _search(self, pieces: list[list[str]], starts: list[list[str] | None], *, beam: int,
                 count: int, limit: int, scores: bool = False, min_decoding_length: int = 0,

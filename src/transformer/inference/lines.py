@@ -26,7 +26,7 @@ line gets the same samples however the input is chunked or batched.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,15 +103,18 @@ class LinePlan:
 
     def translate(self, translator: Translator, start: int = 0, end: int | None = None, *,
                   options: DecodeOptions | None = None, source_prefix: Sequence[int] = (),
-                  log_probs: bool = True, progress: bool = False) -> list[Translation]:
+                  log_probs: bool = True, progress: bool = False,
+                  on_token: Callable[[int], None] | None = None) -> list[Translation]:
         """The translations of ``units[start:end]``, in order (``options`` None: the
-        translator's)."""
+        translator's; ``on_token``: :meth:`Translator.translate
+        <transformer.inference.translator.Translator.translate>`'s, for one unit)."""
         part = slice(start, len(self.units) if end is None else end)
         return translator.translate(self.units[part], options=options, prefixes=self.prefixes[part],
                                     keys=self.keys[part],
                                     constraints=self.phrases[part] if self.constrained else None,
                                     source_prefix=source_prefix, log_probs=log_probs,
-                                    progress=progress)
+                                    progress=progress,
+                                    **({"on_token": on_token} if on_token is not None else {}))
 
     def assemble(self, translator: Translator, found: Sequence[Translation], *,
                  tgt_lang: str | None = None,

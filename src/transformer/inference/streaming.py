@@ -17,19 +17,26 @@ translation, and the final event is what one :func:`translate_lines` call answer
 depends on the batch it runs in may differ in the last bits between the two, as any two batch
 sizes may).
 
-No event per decoded token: beam search has no prefix that stays (a later step may drop every
-hypothesis that shares the text shown so far).
+A single sentence decoded greedily or sampled once also gets a :class:`TokenDone` per decoded
+token before its :class:`SentenceDone`: the translation so far, as the tokens come. Beam search
+gets none: it has no prefix that stays (a later step may drop every hypothesis that shares the
+text shown so far). Nor do several sentences: they are decoded as one batch, whose tokens come
+for all of them at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from transformer.config.decoding import DecodeOptions
 from transformer.inference.lines import LinePlan, LineTranslation, _joined, plan_lines
-from transformer.inference.translator import Translator
+from transformer.inference.translator import Translator, _one_line, token_streamable
+
+T = TypeVar("T")
 
 FIRST_CHUNK = 1  # sentences decoded before the first event: one, so that it comes soon
 
@@ -46,6 +53,84 @@ class SentenceDone:
     sentence: int
     source: str
     translation: LineTranslation
+
+
+@dataclass
+class TokenDone:
+    """A token of a sentence being decoded: ``index``, ``line`` and ``sentence`` as the
+    sentence's :class:`SentenceDone` will have them, ``step`` the tokens decoded so far (from 1,
+    a target prefix's included) and ``text`` the translation so far, detokenized. Each event's
+    ``text`` replaces the last one's (a piece may change how the text before it reads: a
+    character split into byte pieces shows whole only when its last byte comes)."""
+
+    index: int
+    line: int
+    sentence: int
+    step: int
+    text: str
+
+
+class StreamClosed(Exception):
+    """Raised inside a decode whose stream was closed, to stop it where it is."""
+
+
+class TokenText:
+    """The :class:`TokenDone` events of one sentence (``index``, ``line``, ``sentence``) from
+    its target ids told one by one (EOS, which ends it, gets none)."""
+
+    def __init__(self, translator: Translator, index: int = 0, line: int = 0, sentence: int = 0) -> None:
+        self.translator, self.place = translator, (index, line, sentence)
+        self.ids: list[int] = []
+
+    def __call__(self, token_id: int) -> TokenDone | None:
+        if token_id == self.translator.eos_id:
+            return None
+        self.ids.append(token_id)
+        text = _one_line(self.translator.tgt_tokenizer.decode(self.ids))
+        return TokenDone(*self.place, len(self.ids), text)
+
+
+def tokens_as_made(run: Callable[[Callable[[int], None]], T],
+                   events: Callable[[int], TokenDone | None]) -> Generator[TokenDone, None, T]:
+    """``run(on_token)`` in a thread of its own, yielding the event ``events`` makes of each id
+    told to ``on_token`` as it comes; returns what ``run`` returns (its exception raised here).
+    Closing the generator stops the decode at its next token (:class:`StreamClosed`)."""
+    told: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    closed = threading.Event()
+
+    def on_token(token_id: int) -> None:
+        if closed.is_set():
+            raise StreamClosed("the stream was closed")
+        found = events(token_id)
+        if found is not None:
+            told.put(("token", found))
+
+    def work() -> None:
+        try:
+            told.put(("done", run(on_token)))
+        except BaseException as err:  # noqa: BLE001 - handed to the reader
+            told.put(("error", err))
+
+    thread = threading.Thread(target=work, name="stream-tokens", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = told.get()
+            if kind == "token":
+                yield value
+            elif kind == "done":
+                return value
+            else:
+                raise value
+    finally:
+        closed.set()
+        thread.join()
+
+
+def tokens_wanted(plan: LinePlan, options: DecodeOptions) -> bool:
+    """Whether ``plan`` is streamed token by token: one unit, no constraints, and a search with
+    a prefix that stays (:func:`~transformer.inference.translator.token_streamable`)."""
+    return len(plan.units) == 1 and not any(plan.phrases) and token_streamable(options)
 
 
 @dataclass
@@ -87,16 +172,26 @@ def stream_translation(translator: Translator, lines: Sequence[str], *, split: b
                        constraints: Sequence[Sequence[str]] | None = None,
                        options: DecodeOptions | None = None, source_prefix: Sequence[int] = (),
                        log_probs: bool = True, first: int = FIRST_CHUNK,
-                       chunk_size: int | None = None) -> Iterator[SentenceDone | StreamDone]:
+                       chunk_size: int | None = None) -> Iterator[TokenDone | SentenceDone | StreamDone]:
     """Translate ``lines`` as :func:`~transformer.inference.lines.translate_lines` does (same
     keywords), yielding a :class:`SentenceDone` per sentence in order as its chunk is decoded,
     then one :class:`StreamDone`. ``first``: sentences in the first chunk; ``chunk_size``: in
     each later one (default the translator's batch size). Nothing is decoded before the
     generator is advanced, and closing it early leaves the sentences after the current chunk
-    undecoded."""
+    undecoded. One sentence decoded greedily or sampled once gets a :class:`TokenDone` per
+    token first (decoded in a thread of its own, so that they come as it decodes)."""
     plan = plan_lines(translator, lines, split=split, src_lang=src_lang, prefixes=prefixes,
                       keys=keys, constraints=constraints, options=options)
-    found: list[Any] = []
+    if tokens_wanted(plan, translator.options if options is None else options):
+        line, sentence = plan.line_of()[0]
+        found = yield from tokens_as_made(
+            lambda on_token: plan.translate(translator, options=options, source_prefix=source_prefix,
+                                            log_probs=log_probs, on_token=on_token),
+            TokenText(translator, 0, line, sentence))
+        yield from sentence_events(plan, 0, found)
+        yield StreamDone(plan.assemble(translator, found, tgt_lang=tgt_lang, options=options))
+        return
+    found = []
     for start, end in chunk_bounds(len(plan.units), first=first,
                                    size=chunk_size or translator.batch_size):
         part = plan.translate(translator, start, end, options=options,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,14 @@ class Translation:
 def _one_line(text: str) -> str:
     """A translation must stay on one output line whatever pieces the model produced."""
     return " ".join(text.splitlines()) if ("\n" in text or "\r" in text) else text
+
+
+def token_streamable(options: DecodeOptions) -> bool:
+    """Whether a sentence decoded under ``options`` has a prefix that stays as it is decoded,
+    so that its tokens can be shown as they come: greedy decoding, or one sample."""
+    if options.sampling:
+        return (options.nbest or 1) == 1
+    return options.beam_size == 1 and options.nbest is None
 
 
 class Translator:
@@ -143,7 +151,8 @@ class Translator:
                   keys: Sequence[object] | None = None,
                   constraints: Sequence[Sequence[str]] | None = None,
                   source_prefix: Sequence[int] = (), log_probs: bool = True,
-                  progress: bool = False) -> list[Translation]:
+                  progress: bool = False,
+                  on_token: Callable[[int], None] | None = None) -> list[Translation]:
         """Translate ``sentences``; one :class:`Translation` per sentence, in the same order.
 
         ``options``: how to decode this call (None: the translator's ``options``).
@@ -158,7 +167,14 @@ class Translator:
         samples in any batch). ``constraints``: target phrases per sentence ([]: none) that its
         translation must contain, in any order, as the target tokenizer splits each phrase
         (lexically constrained beam search, :mod:`transformer.decoding.constraints`; not with
-        sampling). InputError for a phrase the target tokenizer cannot encode."""
+        sampling). InputError for a phrase the target tokenizer cannot encode. ``on_token``: called
+        with each target id as it is decoded (a forced prefix's included, EOS last), for one
+        sentence decoded greedily or sampled once (ValueError otherwise: beam search has no
+        prefix that stays): :func:`transformer.inference.streaming.stream_translation`'s tokens."""
+        if on_token is not None and (len(sentences) != 1 or (constraints is not None and any(constraints))
+                                     or not token_streamable(self.options if options is None else options)):
+            raise ValueError("on_token: one sentence, decoded greedily or sampled once, without "
+                             "constraints")
         for name, given in (("prefixes", prefixes), ("keys", keys), ("constraints", constraints)):
             if given is not None and len(given) != len(sentences):
                 raise ValueError(f"{name}: {len(given)} given for {len(sentences)} sentences")
@@ -188,7 +204,8 @@ class Translator:
         found = self._candidates([t[1] for t in todo], opt, prefixes=[t[2] for t in todo],
                                  log_probs=log_probs, progress=progress,
                                  keys=[t[0] if keys is None else keys[t[0]] for t in todo],
-                                 constraints=[t[3] for t in todo] if constraints is not None else None)
+                                 constraints=[t[3] for t in todo] if constraints is not None else None,
+                                 on_token=on_token)
         for (i, *_), candidates in zip(todo, found, strict=True):
             out[i] = self._translation(candidates, opt, log_probs=log_probs)
         return out  # type: ignore[return-value]
@@ -260,7 +277,8 @@ class Translator:
                     prefixes: list[list[int]] | None = None,
                     keys: list[object] | None = None, log_probs: bool = True,
                     constraints: list[list[list[int]]] | None = None,
-                    progress: bool = False) -> list[list[Hypothesis]]:
+                    progress: bool = False,
+                    on_token: Callable[[int], None] | None = None) -> list[list[Hypothesis]]:
         """Decode id lists in batches of similar length (so little goes to padding), with the
         weights the translator's decoder packed once for all batches; results in input order.
         ``prefixes``: target ids each output starts with; ``keys``: each source's key for its
@@ -286,7 +304,8 @@ class Translator:
                 found = self._decode([sources[i] for i in chunk], opt, prefixes=[prefixes[i] for i in chunk],
                                      keys=[keys[i] for i in chunk], seed=seed, log_probs=log_probs,
                                      forbid=forbid,
-                                     **({"constraints": phrases} if phrases and any(phrases) else {}))
+                                     **({"constraints": phrases} if phrases and any(phrases) else {}),
+                                     **({"on_token": on_token} if on_token is not None else {}))
                 for i, candidates in zip(chunk, found, strict=True):
                     out[i] = candidates
                 if bar is not None:
@@ -299,11 +318,12 @@ class Translator:
     def _decode(self, sources: list[list[int]], opt: DecodeOptions, *, prefixes: list[list[int]],
                 keys: list[object], seed: int, log_probs: bool = True,
                 forbid: list[list[int]] | None = None,
-                constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
+                constraints: list[list[list[int]]] | None = None,
+                on_token: Callable[[int], None] | None = None) -> list[list[Hypothesis]]:
         """Decode the id lists of one batch under ``opt``: greedy, sampled or beam search, each
         source's hypotheses best first; with ``constraints`` (phrases per source), constrained
         beam search (of the options' beam size, 1 included); ``forbid``: token sequences no
-        hypothesis holds."""
+        hypothesis holds; ``on_token``: told each id of a one-source greedy or sampled batch."""
         from transformer.data.padding import pad_rows
         from transformer.decoding.beam import beam_search
         from transformer.decoding.greedy import greedy_decode, sample_decode
@@ -311,7 +331,7 @@ class Translator:
         src = pad_rows(sources, pad_id=self.config.pad_id).to(self.device)  # (B, S)
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, options=opt, decoder=self.decoder,
                   precision=self.precision, prefixes=prefixes if any(prefixes) else None,
-                  forbid=forbid)
+                  forbid=forbid, **({"on_token": on_token} if on_token is not None else {}))
         if opt.sampling:
             return sample_decode(self.model, src, seed=seed, keys=keys, **kw)
         if opt.beam_size == 1 and opt.nbest is None and constraints is None:

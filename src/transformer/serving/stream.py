@@ -7,6 +7,16 @@ while its sentences are decoded.
     event: done
     data: {"model": "en-de", "translations": [...], "timing": {...}}   # what /v1/translate answers
 
+A request of one sentence decoded greedily or sampled once (``beam: 1``, or ``sampling``, no
+``nbest`` and no constraints) first gets a ``token`` event per decoded token, its ``text`` the
+translation so far (each replaces the last)::
+
+    event: token
+    data: {"index": 0, "text_index": 0, "sentence": 0, "step": 3, "text": "Ein Mann fährt"}
+
+Beam search gets none (no prefix of it stays), nor does a request of several sentences (they
+are decoded as one batch).
+
 One ``sentence`` event per sentence (or piece of a sentence too long for the model) in order,
 rendered as a ``/v1/translate`` translation is, with its place: ``index`` among all the
 request's sentences, ``text_index`` the text it belongs to, ``sentence`` its place in that text
@@ -36,7 +46,13 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from transformer.inference.lines import LinePlan, plan_lines
-from transformer.inference.streaming import chunk_bounds, sentence_events
+from transformer.inference.streaming import (
+    StreamClosed,
+    TokenText,
+    chunk_bounds,
+    sentence_events,
+    tokens_wanted,
+)
 from transformer.serving.errors import ApiError
 from transformer.serving.models import ServedModel
 from transformer.serving.routes import _elapsed_ms, queued, translate_job, watch_disconnect
@@ -70,23 +86,39 @@ async def translate_stream(req: TranslateRequest, request: Request) -> Streaming
     bounds = chunk_bounds(len(plan.units), size=translator.batch_size)
     gone = watch_disconnect(request)
 
-    async def decode(chunk: tuple[int, int]) -> list[Any]:
+    async def decode(chunk: tuple[int, int], **how: Any) -> list[Any]:
         a, b = chunk
-        work = functools.partial(plan.translate, translator, a, b, options=options, source_prefix=tag)
+        work = functools.partial(plan.translate, translator, a, b, options=options, source_prefix=tag,
+                                 **how)
         return await queued(request, model, None, tokens=model.count_tokens(plan.units[a:b]),
                             timeout_ms=req.timeout_ms, call=work, gone=gone)
 
+    tokens: asyncio.Queue[Any] | None = None
     try:  # before the answer starts: its refusals are the ordinary ones
-        first = await decode(bounds[0]) if bounds else []
+        if tokens_wanted(plan, options):
+            tokens = asyncio.Queue()
+            first_task = asyncio.ensure_future(decode(bounds[0], on_token=_teller(
+                tokens, TokenText(translator, 0, *plan.line_of()[0]), gone)))
+            first_told = await _started(first_task, tokens)
+        else:
+            first = await decode(bounds[0]) if bounds else []
     except BaseException:
         gone.cancel()
+        if tokens is not None:
+            first_task.cancel()
         raise
 
     async def events() -> AsyncIterator[str]:
         found: list[Any] = []
         try:
+            if tokens is not None:  # one sentence: its tokens as they come, then it
+                async for told in _told(first_told, tokens):
+                    yield event("token", {"index": told.index, "text_index": told.line,
+                                          "sentence": told.sentence, "step": told.step,
+                                          "text": told.text})
             for k, chunk in enumerate(bounds):
-                part = first if k == 0 else await decode(chunk)
+                part = (first_task.result() if tokens is not None else first) if k == 0 \
+                    else await decode(chunk)
                 found.extend(part)
                 for done in sentence_events(plan, chunk[0], part):
                     yield event("sentence", {"index": done.index, "text_index": done.line,
@@ -107,6 +139,8 @@ async def translate_stream(req: TranslateRequest, request: Request) -> Streaming
             yield event("error", {"error": f"internal error: {type(err).__name__}", "status": 500})
         finally:
             gone.cancel()
+            if tokens is not None:
+                first_task.cancel()
 
     return StreamingResponse(events(), media_type=MEDIA_TYPE,
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
@@ -122,3 +156,41 @@ async def _assembled(request: Request, model: ServedModel, plan: LinePlan, found
         return work()
     return await queued(request, model, None, tokens=model.count_tokens(plan.units),
                         timeout_ms=timeout_ms, call=work, gone=gone)
+
+
+def _teller(tokens: asyncio.Queue[Any], text: TokenText, gone: asyncio.Future) -> Any:
+    """The ``on_token`` of a decode in the model's thread: each token's event handed to the
+    event loop's ``tokens`` queue; StreamClosed once the client has gone (the decode stops)."""
+    loop = asyncio.get_running_loop()
+
+    def on_token(token_id: int) -> None:
+        if gone.done():
+            raise StreamClosed("client disconnected")
+        found = text(token_id)
+        if found is not None:
+            loop.call_soon_threadsafe(tokens.put_nowait, found)
+
+    return on_token
+
+
+_END = object()  # put after the last token, when the decode is done
+
+
+async def _started(task: asyncio.Future, tokens: asyncio.Queue[Any]) -> Any:
+    """The first of ``task``'s token events (or ``_END``, after which ``task`` holds its
+    answer), once it comes; the decode's refusal (a full queue, a deadline passed) raised here,
+    before the answer starts. The tokens come in order, then ``_END``: both are handed over by
+    the event loop in the order the model's thread sent them."""
+    task.add_done_callback(lambda _: tokens.put_nowait(_END))
+    first = await tokens.get()
+    if first is _END:
+        task.result()  # raises its error
+    return first
+
+
+async def _told(first: Any, tokens: asyncio.Queue[Any]) -> AsyncIterator[Any]:
+    """The token events from ``first`` on, as they come, until the decode is done."""
+    told = first
+    while told is not _END:
+        yield told
+        told = await tokens.get()

@@ -186,7 +186,12 @@ async function translate() {
   try {
     await stream("/v1/translate/stream", body, (kind, data) => {
       if (call !== translateCalls) return false;  // a newer request replaces this one
-      if (kind === "sentence") {
+      if (kind === "token") {  // one sentence greedy or sampled: the translation so far
+        $("translations").replaceChildren(...texts.map((source, i) =>
+          translationRow(source, { text: i === data.text_index ? data.text : "" }, true)));
+        const row = $("translations").rows[data.text_index];
+        log.push({ step: data.step, shown: row.querySelector("td.translation .text").textContent, done: false });
+      } else if (kind === "sentence") {
         shown[data.text_index].push(data.text);
         $("translations").replaceChildren(...texts.map((source, i) =>
           translationRow(source, { text: glue(shown[i]) }, true)));
