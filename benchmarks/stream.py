@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from transformer.inference.lines import translate_lines
     from transformer.inference.loader import load_translator
-    from transformer.inference.streaming import SentenceDone, stream_translation
+    from transformer.inference.streaming import SentenceDone, TokenDone, stream_translation
 
     translator = load_translator(args.model, engine=args.engine, precision=args.precision)
     options = translator.record.decode_options(beam_size=args.beam)
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         first, count = None, 0
         for event in stream_translation(translator, [paragraph], **how):
-            if isinstance(event, SentenceDone):
-                count += 1
+            if isinstance(event, (TokenDone, SentenceDone)):  # a token's: one sentence, greedy
+                count += isinstance(event, SentenceDone)
                 first = first if first is not None else time.perf_counter() - start
             else:
                 text = event.translations[0].text
