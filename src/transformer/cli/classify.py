@@ -15,6 +15,7 @@ from transformer.cli.common import (
     add_device_threads,
     add_flags,
     add_json,
+    add_model_dir,
     add_model_flags,
     add_progress,
     as_input_error,
@@ -160,7 +161,7 @@ def _add_evaluate(verbs: argparse._SubParsersAction) -> None:
         "--split SPLIT; the held-out splits are redrawn exactly as in training): accuracy (exact "
         "match for multi-label), micro and macro F1 and per-label precision, recall and F1.",
     )
-    e.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    add_model_dir(e)
     e.add_argument("--file", metavar="FILE", help="labelled file (TSV, CSV or JSONL)")
     e.add_argument("--data", type=str.lower, choices=CLASSIFIER_CORPORA, help="a corpus by name")
     e.add_argument("--split", default="test",
