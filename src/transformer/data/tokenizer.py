@@ -244,7 +244,7 @@ class Tokenizer:
         Raises ValueError naming an id outside ``[0, vocab_size)``.
         """
         skipped = SPECIAL_IDS if not unknown else SPECIAL_IDS - {UNK_ID}
-        return self._sp.decode([i for i in checked_ids(ids, self.vocab_size) if i not in skipped])
+        return self._sp.decode(checked_ids(ids, self.vocab_size, skipped=skipped))
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         """:meth:`decode` for each row."""
@@ -312,16 +312,21 @@ class Tokenizer:
         return f"Tokenizer(vocab_size={self.vocab_size})"
 
 
-def checked_ids(ids: Iterable[int], vocab_size: int) -> list[int]:
-    """``ids`` (a list or a 1-D tensor) as Python ints, each in ``[0, vocab_size)``: what every
-    tokenizer's ``decode`` and ``id_to_piece`` read. ValueError names the first id outside."""
+def checked_ids(ids: Iterable[int], vocab_size: int, *,
+                skipped: frozenset[int] | set[int] = frozenset()) -> list[int]:
+    """``ids`` (a list or a 1-D tensor) as Python ints, each in ``[0, vocab_size)``, without those
+    in ``skipped``: what every tokenizer's ``decode`` and ``id_to_piece`` read. ValueError names
+    the first id outside."""
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
-    out = [int(i) for i in ids]
-    for i in out:
+    kept: list[int] = []
+    for i in ids:
+        i = int(i)
         if not 0 <= i < vocab_size:
             raise ValueError(f"token id {i} is outside the vocabulary [0, {vocab_size})")
-    return out
+        if i not in skipped:
+            kept.append(i)
+    return kept
 
 
 def _reservoir_sample(texts: Iterable[str], *, size: int, seed: int) -> list[str]:

@@ -72,8 +72,8 @@ class VocabTokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``, skipping PAD, UNK, BOS and EOS."""
-        return self._sp.decode_pieces([self.vocabulary[i] for i in checked_ids(ids, self.vocab_size)
-                                       if i not in SPECIAL_IDS])
+        kept = checked_ids(ids, self.vocab_size, skipped=SPECIAL_IDS)
+        return self._sp.decode_pieces([self.vocabulary[i] for i in kept])
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         return [self.decode(ids) for ids in batch]
