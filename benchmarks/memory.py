@@ -24,7 +24,12 @@ import torch
 
 from machine import describe  # benchmarks/machine.py
 from transformer import ModelConfig
-from transformer.memory import estimate_training_memory, format_bytes, measure_training_peak
+from transformer.memory import (
+    TrainingStep,
+    estimate_training_memory,
+    format_bytes,
+    measure_training_peak,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "memory.json"
 
@@ -83,8 +88,8 @@ def main() -> None:
         fields = {k: v for k, v in overrides.items() if k != "vocab_size"}
         config = ModelConfig.preset(preset, vocab, **fields)
         start = time.perf_counter()
-        estimate = estimate_training_memory(config, device=args.device, **shape)
-        measured = measure_training_peak(config, device=args.device, **shape)
+        estimate = estimate_training_memory(config, TrainingStep(**shape), device=args.device)
+        measured = measure_training_peak(config, TrainingStep(**shape), device=args.device)
         ratio = estimate.peak_bytes / measured.peak_bytes
         print(f"{name:<50} {format_bytes(estimate.peak_bytes):>10} "
               f"{format_bytes(measured.peak_bytes):>10} {ratio:>6.3f}  {estimate.peak_phase}",

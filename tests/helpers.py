@@ -53,6 +53,19 @@ def model_of(run: Path):
     return build_model(read_config(run))
 
 
+class CharTokenizer:
+    """A tokenizer of letters for a ``Translator`` over the copy model: a..l (either case) are
+    ids 4..15; everything else is dropped."""
+
+    vocab_size = 16
+
+    def encode(self, text: str) -> list[int]:
+        return [4 + "abcdefghijkl".index(c) for c in text.lower() if c in "abcdefghijkl"]
+
+    def decode(self, ids) -> str:
+        return "".join("abcdefghijkl"[i - 4] for i in ids if i >= 4)
+
+
 # --- tiny model directories ----------------------------------------------------------------------
 
 TRANSLATOR_SHAPE = dict(d_model=32, d_ff=64, num_heads=4, num_encoder_layers=1,

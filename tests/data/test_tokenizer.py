@@ -218,3 +218,26 @@ def test_other_special_ids_are_refused(tmp_path) -> None:
 def test_all_pieces_are_each_ids_piece(number_tokenizer):
     pieces = number_tokenizer.all_pieces()
     assert pieces == [number_tokenizer.id_to_piece(i) for i in range(number_tokenizer.vocab_size)]
+
+
+def _both_kinds(number_tokenizer):
+    """Our SentencePiece tokenizer and a vocabulary-list one (Marian's) over the same pieces."""
+    from transformer.data.vocab_tokenizer import VocabTokenizer
+
+    return [number_tokenizer, VocabTokenizer(number_tokenizer.to_bytes(),
+                                             number_tokenizer.all_pieces())]
+
+
+def test_decode_and_id_to_piece_refuse_an_id_outside_the_vocabulary(number_tokenizer):
+    import torch
+
+    for tok in _both_kinds(number_tokenizer):
+        size = tok.vocab_size
+        ids = tok.encode("seven")
+        assert tok.decode(torch.tensor(ids)) == tok.decode(ids) == "seven"
+        for bad in (size, -1):
+            with pytest.raises(ValueError, match=rf"^token id {bad} is outside the vocabulary \[0, {size}\)$"):
+                tok.decode([*ids, bad])
+            with pytest.raises(ValueError, match=rf"^token id {bad} is outside"):
+                tok.id_to_piece(bad)
+        assert tok.id_to_piece(size - 1) == tok.all_pieces()[-1]

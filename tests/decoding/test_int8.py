@@ -77,20 +77,26 @@ def test_int8_rows_have_their_own_scales(rows):
     assert ((got - reference).abs() <= bound + 1e-6).all(), ((got - reference).abs() / bound).max()
 
 
-def test_int8_steps_stay_close_to_float32(copy_model, sources):
-    src = sources(0, 6, min_len=2)
+def paired_steps(model, src, *, steps):
+    """Float32's and int8's logits (R, V) at each of ``steps`` decoding steps of ``src``, both fed
+    float32's best tokens, in inference mode."""
     with torch.inference_mode():
-        full = FastDecoder(copy_model).start(src)
-        int8 = FastDecoder(copy_model, precision="int8").start(src)
-        tokens = torch.full((6, 1), BOS)
-        for _ in range(6):
-            a = full.step(tokens).log_softmax(-1)  # (R, V)
-            b = int8.step(tokens).log_softmax(-1)
-            best = a.argmax(-1, keepdim=True)
-            assert (a.gather(-1, best) - b.gather(-1, best)).abs().max() < 0.1
-            assert (a - b).abs().max() < 1.0
-            tokens = best
-            assert (b.argmax(-1, keepdim=True) == best).float().mean() >= 0.8
+        full = FastDecoder(model).start(src)
+        int8 = FastDecoder(model, precision="int8").start(src)
+        tokens = torch.full((src.size(0), 1), BOS)
+        for _ in range(steps):
+            a = full.step(tokens)
+            yield a, int8.step(tokens)
+            tokens = a.argmax(-1, keepdim=True)
+
+
+def test_int8_steps_stay_close_to_float32(copy_model, sources):
+    for full, int8 in paired_steps(copy_model, sources(0, 6, min_len=2), steps=6):
+        a, b = full.log_softmax(-1), int8.log_softmax(-1)  # (R, V)
+        best = a.argmax(-1, keepdim=True)
+        assert (a.gather(-1, best) - b.gather(-1, best)).abs().max() < 0.1
+        assert (a - b).abs().max() < 1.0
+        assert (b.argmax(-1, keepdim=True) == best).float().mean() >= 0.8
 
 
 def test_int8_logits_follow_float32_on_every_row_of_the_output_projection(copy_model, sources):
@@ -100,17 +106,10 @@ def test_int8_logits_follow_float32_on_every_row_of_the_output_projection(copy_m
     model = copy.deepcopy(copy_model)
     rows_of_different_sizes(model.output_projection, seed=2)
     bias = model.output_projection.bias.detach()
-    src = sources(0, 6, min_len=2)
-    with torch.inference_mode():
-        full = FastDecoder(model).start(src)
-        int8 = FastDecoder(model, precision="int8").start(src)
-        tokens = torch.full((6, 1), BOS)
-        for _ in range(4):
-            a, b = full.step(tokens), int8.step(tokens)  # (R, V)
-            reach = (a - bias).abs().amax(dim=0)  # (V,) how far each word's logit moves
-            worst = ((b - a).abs().amax(dim=0) / reach).max()
-            assert worst <= 0.1, f"an int8 logit off by {worst:.0%} of its word's range"
-            tokens = a.argmax(-1, keepdim=True)
+    for a, b in paired_steps(model, sources(0, 6, min_len=2), steps=4):  # (R, V) each
+        reach = (a - bias).abs().amax(dim=0)  # (V,) how far each word's logit moves
+        worst = ((b - a).abs().amax(dim=0) / reach).max()
+        assert worst <= 0.1, f"an int8 logit off by {worst:.0%} of its word's range"
 
 
 def test_int8_outputs_mostly_equal_float32(copy_model, sources):

@@ -34,7 +34,12 @@ def allocated_before(device: torch.device) -> int:
 
 @pytest.mark.timeout(60)
 def test_memory_estimate_against_measured_peak(gpu, record):
-    from transformer.memory import estimate_training_memory, format_bytes, measure_training_peak
+    from transformer.memory import (
+        TrainingStep,
+        estimate_training_memory,
+        format_bytes,
+        measure_training_peak,
+    )
 
     # (preset, vocabulary, batch, length, precision, encoder_only)
     if gpu.quick:
@@ -54,14 +59,14 @@ def test_memory_estimate_against_measured_peak(gpu, record):
             record.skip_check(f"{preset} b{batch} {precision}", "part's time budget spent")
             continue
         cfg = ModelConfig.preset(preset, vocab)
-        shape = dict(batch_size=batch, src_len=length, tgt_len=None if encoder_only else length,
-                     precision=precision, encoder_only=encoder_only,
-                     num_labels=28 if encoder_only else 2)
+        step = TrainingStep(batch_size=batch, src_len=length,
+                            tgt_len=None if encoder_only else length, precision=precision,
+                            encoder_only=encoder_only, num_labels=28 if encoder_only else 2)
         name = (f"{preset} {'classifier' if encoder_only else 'translation'} b{batch} "
                 f"len{length} {precision}")
-        estimate = estimate_training_memory(cfg, device=gpu.device.type, **shape)
+        estimate = estimate_training_memory(cfg, step, device=gpu.device.type)
         baseline = allocated_before(gpu.device) if gpu.cuda else 0
-        measured = measure_training_peak(cfg, device=str(gpu.device), **shape)
+        measured = measure_training_peak(cfg, step, device=str(gpu.device))
         net = measured.peak_bytes - baseline
         ratio = estimate.peak_bytes / max(net, 1)
         table.append({"name": name, "estimate_bytes": estimate.peak_bytes,

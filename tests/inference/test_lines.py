@@ -7,22 +7,11 @@ import logging
 
 import pytest
 
+from helpers import CharTokenizer
 from transformer.config.decoding import DecodeOptions
 from transformer.inference.lines import stream_lines, translate_lines
 from transformer.inference.sentences import cut_to_fit
 from transformer.inference.translator import Translator
-
-
-class CharTokenizer:
-    """Letters a..l (either case) are ids 4..15; everything else is dropped."""
-
-    vocab_size = 16
-
-    def encode(self, text: str) -> list[int]:
-        return [4 + "abcdefghijkl".index(c) for c in text.lower() if c in "abcdefghijkl"]
-
-    def decode(self, ids) -> str:
-        return "".join("abcdefghijkl"[i - 4] for i in ids if i >= 4)
 
 
 def make(copy_model, **options) -> Translator:

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from helpers import CharTokenizer
 from transformer.config.decoding import DecodeOptions
 from transformer.inference.lines import translate_lines
 from transformer.inference.streaming import (
@@ -18,18 +19,6 @@ from transformer.inference.streaming import (
     stream_translation,
 )
 from transformer.inference.translator import Translator
-
-
-class CharTokenizer:
-    """Letters a..l (either case) are ids 4..15; everything else is dropped."""
-
-    vocab_size = 16
-
-    def encode(self, text: str) -> list[int]:
-        return [4 + "abcdefghijkl".index(c) for c in text.lower() if c in "abcdefghijkl"]
-
-    def decode(self, ids) -> str:
-        return "".join("abcdefghijkl"[i - 4] for i in ids if i >= 4)
 
 
 def assert_close(got, want):

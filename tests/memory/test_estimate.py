@@ -4,12 +4,12 @@ the precision and the device."""
 from __future__ import annotations
 
 from transformer import ModelConfig
-from transformer.memory import estimate_training_memory, format_report
+from transformer.memory import TrainingStep, estimate_training_memory, format_report
 
 
 def test_peak_is_the_sum_of_its_terms():
-    estimate = estimate_training_memory(ModelConfig.tiny(vocab_size=1000), batch_size=8,
-                                        src_len=20, device="cpu")
+    estimate = estimate_training_memory(ModelConfig.tiny(vocab_size=1000),
+                                        TrainingStep(batch_size=8, src_len=20), device="cpu")
     extra = estimate.peak_extra.bytes if estimate.peak_extra else 0
     alive = sum(x.bytes for x in estimate.lines if x.name in estimate.peak_terms)
     assert alive + extra == estimate.peak_bytes
@@ -22,14 +22,15 @@ def test_estimate_grows_with_the_batch_and_shrinks_with_autocast():
     config = ModelConfig.small(vocab_size=8000)
 
     def acts(**kw):
-        e = estimate_training_memory(config, src_len=32, device="cuda", **{"batch_size": 8, **kw})
+        e = estimate_training_memory(config, TrainingStep(src_len=32, **{"batch_size": 8, **kw}),
+                                     device="cuda")
         return sum(x.bytes for x in e.lines if x.name.startswith("activations"))
 
     assert acts(batch_size=16) == 2 * acts(batch_size=8)  # no term is shared across rows
     assert acts(precision="bf16") < acts()
     assert acts(precision="fp16") == acts(precision="bf16")
-    cpu = estimate_training_memory(config, batch_size=8, src_len=32, device="cpu")
-    cuda = estimate_training_memory(config, batch_size=8, src_len=32, device="cuda")
+    cpu = estimate_training_memory(config, TrainingStep(batch_size=8, src_len=32), device="cpu")
+    cuda = estimate_training_memory(config, TrainingStep(batch_size=8, src_len=32), device="cuda")
     assert cuda.line("activations: encoder").bytes < cpu.line("activations: encoder").bytes
 
 
@@ -55,8 +56,8 @@ def test_cuda_estimate_counts_the_staging_buffer_at_the_last_layers_backward():
     """A small classifier's step on CUDA peaks while the first FFN bias gradient is summed (the
     GPU check measured 1.15x the end of the forward pass there); on the CPU no such moment."""
     config = ModelConfig.preset("small", 8000)
-    shape = dict(batch_size=64, src_len=128, precision="bf16", encoder_only=True, num_labels=28)
-    cuda = estimate_training_memory(config, device="cuda", **shape)
+    step = TrainingStep(batch_size=64, src_len=128, precision="bf16", encoder_only=True, num_labels=28)
+    cuda = estimate_training_memory(config, step, device="cuda")
     assert cuda.peak_phase == "last layer's backward"
     assert cuda.peak_extra.bytes > 64 * 2**20
-    assert estimate_training_memory(config, device="cpu", **shape).peak_phase != cuda.peak_phase
+    assert estimate_training_memory(config, step, device="cpu").peak_phase != cuda.peak_phase

@@ -8,6 +8,7 @@ import torch
 from transformer import ModelConfig
 from transformer.memory import (
     LiveTensorBytes,
+    TrainingStep,
     estimate_training_memory,
     format_report,
     measure_training_peak,
@@ -41,8 +42,8 @@ MEASURED = {
 
 @pytest.mark.parametrize("config, shape", MEASURED.values(), ids=MEASURED)
 def test_estimate_is_within_5_percent_of_the_measured_peak(config, shape):
-    estimate = estimate_training_memory(config, device="cpu", **shape)
-    measured = measure_training_peak(config, device="cpu", **shape)
+    estimate = estimate_training_memory(config, TrainingStep(**shape), device="cpu")
+    measured = measure_training_peak(config, TrainingStep(**shape), device="cpu")
     assert measured.peak_bytes > 0
     assert set(measured.phase_peaks) == {"forward", "backward", "optimizer"}
     assert max(measured.phase_peaks.values()) == measured.peak_bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from transformer import ModelConfig, Transformer, TransformerClassifier
-from transformer.memory import estimate_training_memory, parameter_count
+from transformer.memory import TrainingStep, estimate_training_memory, parameter_count
 
 TRANSLATION_VARIANTS = {
     "tiny": {},
@@ -25,7 +25,7 @@ def test_parameter_count_equals_the_built_translation_model(overrides):
     config = ModelConfig.tiny(vocab_size=100, **overrides)
     model = Transformer(config)
     assert parameter_count(config) == sum(p.numel() for p in model.parameters())
-    estimate = estimate_training_memory(config, batch_size=2, src_len=5, device="cpu")
+    estimate = estimate_training_memory(config, TrainingStep(batch_size=2, src_len=5), device="cpu")
     assert estimate.parameters == sum(p.numel() for p in model.parameters())
     assert estimate.line("parameters").bytes == 4 * estimate.parameters
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from transformer import ModelConfig
 from transformer.memory import (
     MeasuredPeak,
+    TrainingStep,
     estimate_training_memory,
     format_bytes,
     format_report,
@@ -20,8 +21,8 @@ def test_format_bytes_uses_decimal_units():
 
 
 def test_report_marks_the_peak_terms_and_compares_with_the_measurement():
-    estimate = estimate_training_memory(ModelConfig.tiny(vocab_size=1000), batch_size=8,
-                                        src_len=20, device="cpu")
+    estimate = estimate_training_memory(ModelConfig.tiny(vocab_size=1000),
+                                        TrainingStep(batch_size=8, src_len=20), device="cpu")
     measured = MeasuredPeak(estimate.peak_bytes // 2, {"forward": 1}, "cpu", "a method")
     text = format_report(estimate, measured)
     for line in estimate.lines:

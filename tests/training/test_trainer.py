@@ -245,6 +245,19 @@ class TimedTask(TranslationTask):
         return super().evaluate(model)
 
 
+def recorded_rates(trainer) -> list[float]:
+    """A list that fills, as ``trainer`` trains, with the learning rate each update used."""
+    rates = []
+    step = trainer._step_schedule
+
+    def record(n):
+        rates.append(trainer._lr())  # the rate the update just made used
+        step(n)
+
+    trainer._step_schedule = record
+    return rates
+
+
 def timed_trainer(synth, *, per_update, per_eval=0.0, share=0.5, run_dir=None, seed=7, **cfg):
     clock = Clock()
     batches = [synth.collate(synth.make_pairs(4, seed=i)) for i in range(4)]
@@ -257,15 +270,7 @@ def timed_trainer(synth, *, per_update, per_eval=0.0, share=0.5, run_dir=None, s
     trainer = Trainer(model=model, task=task, optimizer=optimizer, scheduler=sched,
                       train_data=synth.ListData(batches, seed=5), run_dir=run_dir,
                       config=LoopConfig(log_every=1, **cfg), clock=clock)
-    rates = []
-    step = trainer._step_schedule
-
-    def record(n):
-        rates.append(trainer._lr())  # the rate the update just made used
-        step(n)
-
-    trainer._step_schedule = record
-    return trainer, clock, rates
+    return trainer, clock, recorded_rates(trainer)
 
 
 @pytest.mark.parametrize("per_update", [1.0, 3.0])
@@ -342,14 +347,7 @@ def test_a_resume_with_more_updates_moves_the_cooldown_to_the_new_end(synth, tmp
                           scheduler=sched, train_data=synth.ListData(batches, seed=5),
                           run_dir=tmp_path, config=LoopConfig(max_steps=max_steps, log_every=1,
                                                                eval_every=0))
-        rates = []
-        step = trainer._step_schedule
-
-        def record(n):
-            rates.append(trainer._lr())  # the rate the update just made used
-            step(n)
-
-        trainer._step_schedule = record
+        rates = recorded_rates(trainer)
         trainer.fit(resume=resume)
         return rates
 

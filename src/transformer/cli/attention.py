@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from transformer.cli.common import DEVICE_HELP, add_json, device, emit_json
+from transformer.cli.common import DEVICE_HELP, add_json, add_model_dir, device, emit_json
 from transformer.errors import InputError
 
 log = logging.getLogger("transformer")
@@ -24,7 +24,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "several sentences shows one of them, see --sentence-number")
     p.add_argument("--sentence-number", type=int, default=1, metavar="N",
                    help="which sentence of a text that holds several (default 1, the first)")
-    p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    add_model_dir(p)
     p.add_argument("--kind", choices=("encoder", "decoder", "cross", "alignment"),
                    help="which attention (default: cross for translation, encoder for a classifier)")
     p.add_argument("--layer", type=int, help="decoder layer of the alignment, from 1 (default last)")

@@ -15,18 +15,18 @@ from transformer.cli.common import (
     add_device_threads,
     add_flags,
     add_json,
+    add_model_dir,
     add_model_flags,
     add_progress,
     as_input_error,
     device,
     emit_json,
     flag_of,
-    no_preset_with_config,
     overrides,
     progress,
     set_threads,
 )
-from transformer.cli.training_run import add_resume, end_rank, refuse_beside_resume, resume_changes
+from transformer.cli.training_run import add_resume, config_file, end_rank, resume_changes
 from transformer.config.choices import (
     CLASSIFIER_CORPORA,
     CLASSIFIER_SCHEDULES,
@@ -160,7 +160,7 @@ def _add_evaluate(verbs: argparse._SubParsersAction) -> None:
         "--split SPLIT; the held-out splits are redrawn exactly as in training): accuracy (exact "
         "match for multi-label), micro and macro F1 and per-label precision, recall and F1.",
     )
-    e.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    add_model_dir(e)
     e.add_argument("--file", metavar="FILE", help="labelled file (TSV, CSV or JSONL)")
     e.add_argument("--data", type=str.lower, choices=CLASSIFIER_CORPORA, help="a corpus by name")
     e.add_argument("--split", default="test",
@@ -176,12 +176,9 @@ def config_of(args: argparse.Namespace) -> tuple[object, str | None, str | None]
     from transformer.config.presets import classifier_config, classifier_preset_for
 
     def build() -> tuple[object, str | None, str | None]:
-        no_preset_with_config(args)
-        if args.config is not None:
-            from transformer.config.files import run_config_from_file
-
-            return run_config_from_file(args.config, task="classification",
-                                        overrides=overrides(args)), None, args.data
+        from_file = config_file(args, task="classification", changes=overrides(args))
+        if from_file is not None:
+            return from_file, None, args.data
         preset, data = classifier_preset_for(preset=args.preset, data=args.data, train=args.train)
         if args.init_from is not None:
             from transformer.training.init_from import classifier_config_from
@@ -219,7 +216,6 @@ def run_train(args: argparse.Namespace) -> int:
     run = {"device": args.device, "progress": progress(args)}
     try:
         if args.resume is not None and args.resume != "auto":
-            refuse_beside_resume(args)
             summary = as_input_error(lambda: resume_classifier(
                 args.resume, **run, **resume_changes(args)), *MESSAGE_FLAGS)
         else:

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from transformer.cli.common import device, emit_json, set_threads
+from transformer.cli.common import add_model_dir, device, emit_json, set_threads
 from transformer.errors import InputError
 
 log = logging.getLogger("transformer")
@@ -29,7 +29,7 @@ def add_predict(verbs: argparse._SubParsersAction,
         "per text (line, text, labels, probabilities) and standard output one summary object.",
     )
     q.add_argument("text", nargs="*", help="texts to classify (default: --file or stdin)")
-    q.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    add_model_dir(q)
     q.add_argument("-i", "--file", metavar="FILE", help="texts, one a line (plain or .gz)")
     q.add_argument("-o", "--output", metavar="FILE",
                    help="with --file: write the predictions to FILE, as they are made, through "

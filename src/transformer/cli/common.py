@@ -16,7 +16,12 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from transformer.config.choices import ACTIVATIONS, POSITIONAL, TRAINING_PRECISIONS
+from transformer.config.choices import (
+    ACTIVATIONS,
+    INFERENCE_PRECISIONS,
+    POSITIONAL,
+    TRAINING_PRECISIONS,
+)
 from transformer.errors import InputError
 
 KEY = "set:"
@@ -152,6 +157,19 @@ def add_json(p: argparse.ArgumentParser, text: str = "print one JSON object") ->
 DEVICE_HELP = "auto (default): the GPU when there is one, else the CPU; or cpu, cuda, cuda:N"
 THREADS_HELP = "CPU threads for PyTorch (default: PyTorch's, one per core)"
 PROGRESS_HELP = "progress bar on stderr (default: when stderr is a terminal)"
+
+
+def add_model_dir(p: Any, *, text: str = "model directory") -> None:
+    """--model RUN_DIR (required): the model directory a verb reads."""
+    p.add_argument("--model", required=True, metavar="RUN_DIR", help=text)
+
+
+def add_inference_precision(p: Any, *, what: str, int8: str) -> None:
+    """--precision auto|fp32|bf16|int8 (default auto) of the verbs that run a model: ``what`` it
+    sets and what ``int8`` does in this verb."""
+    p.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
+                   help=f"{what}: auto (default): bf16 where this CPU or GPU runs it natively and "
+                   f"a short probe finds it faster, else fp32; fp32; bf16; int8: {int8}")
 
 
 def add_device_threads(p: Any, *, threads_default: int | None = None, threads_note: str = "") -> None:

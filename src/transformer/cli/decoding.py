@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 
 from transformer.cli.common import (
     add_device_threads,
+    add_inference_precision,
     add_progress,
     inference_device,
     set_threads,
 )
-from transformer.config.choices import ENGINES, INFERENCE_PRECISIONS
+from transformer.config.choices import ENGINES
 from transformer.config.decoding import FIELDS, OptionField
 from transformer.errors import InputError
 
@@ -45,11 +46,9 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
             add_option_flag(g, field.name)
     g.add_argument("--batch-size", type=int, default=64,
                    help="sentences decoded at once (default 64)")
-    g.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
-                   help="weights and activations while decoding: auto (default): bf16 where "
-                   "this CPU or GPU runs it natively and a short probe decodes faster, else "
-                   "fp32; fp32; bf16; int8: the decoder's linear layers with int8 weights "
-                   "made once (always on the CPU). Beam scores stay float32")
+    add_inference_precision(g, what="weights and activations while decoding",
+                            int8="the decoder's linear layers with int8 weights made once "
+                            "(always on the CPU). Beam scores stay float32")
     add_engine(g)
     g.add_argument("--no-split", dest="split_sentences", action="store_false",
                    help="translate each line whole; by default a line is split into sentences "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer.cli.common import add_json, did_you_mean, emit_json, progress
+from transformer.cli.common import add_json, add_model_dir, did_you_mean, emit_json, progress
 from transformer.cli.decoding import add_decoding_flags, translator_of
 from transformer.config.choices import DEFAULT_SCORE_METRICS, SCORE_METRICS, TRANSLATION_CORPORA
 from transformer.errors import InputError
@@ -20,7 +20,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "--split test_2016_flickr, languages from the run) or any pair of files "
         "--src-file/--ref-file.",
     )
-    p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    add_model_dir(p)
     p.add_argument("--data", choices=TRANSLATION_CORPORA,
                    help="a corpus by name (default: the one the run trained on)")
     p.add_argument("--split", help="split of --data (default test_2016_flickr; numbers: test)")

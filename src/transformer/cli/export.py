@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from transformer.cli.common import add_json, emit_json
+from transformer.cli.common import add_json, add_model_dir, emit_json
 from transformer.errors import InputError
 
 log = logging.getLogger("transformer")
@@ -26,7 +26,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "stores int8 weights; on a CPU without VNNI, whose int8 kernel saturates on them, it warns: "
         "--int8-max 63 stores 7-bit weights that decode accurately there (or decode with CT2_USE_MKL=1).",
     )
-    c.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory (ours)")
+    add_model_dir(c, text="model directory (ours)")
     c.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")
     c.add_argument("--quantization", metavar="TYPE",
                    help="int8, int8_float32, int16, float16, bfloat16, ... (default: float32)")
@@ -40,7 +40,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "MarianTokenizer load, with the same logits as ours (post-LN models with shared "
         "embeddings and sinusoidal positions; anything else is refused).",
     )
-    h.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory (ours)")
+    add_model_dir(h, text="model directory (ours)")
     h.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")
     add_json(h)
     h.set_defaults(handler=run_huggingface)

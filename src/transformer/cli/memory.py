@@ -89,12 +89,13 @@ def run(args: argparse.Namespace) -> int:
                  "tgt_vocab_size": args.vocab_size if args.tgt_vocab is None else args.tgt_vocab}
         vocab = {key: value for key, value in vocab.items() if value is not None}
         config = apply_overrides(shape, {**vocab, **changes})
-        result = memory.memory_job(
-            config, batch_size=args.batch_size, max_tokens=args.max_tokens, src_len=args.src_len,
-            tgt_len=args.tgt_len, precision=args.precision, device=device,
-            encoder_only=args.encoder_only or classifier, num_labels=args.num_labels, pooling=args.pooling,
-            label_smoothing=args.label_smoothing, decoder_only=args.decoder_only,
-            decoder_only_d_ff=changes.get("d_ff"), measure=args.measure)
+        step = memory.TrainingStep(
+            batch_size=args.batch_size, src_len=args.src_len, tgt_len=args.tgt_len,
+            precision=args.precision, encoder_only=args.encoder_only or classifier,
+            num_labels=args.num_labels, pooling=args.pooling, label_smoothing=args.label_smoothing)
+        result = memory.memory_job(config, step, max_tokens=args.max_tokens, device=device,
+                                   decoder_only=args.decoder_only,
+                                   decoder_only_d_ff=changes.get("d_ff"), measure=args.measure)
     except InputError:
         raise
     except ConfigError as err:  # a bad flag value or combination, in the flags' words

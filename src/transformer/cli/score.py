@@ -8,12 +8,13 @@ import sys
 
 from transformer.cli.common import (
     add_device_threads,
+    add_inference_precision,
+    add_model_dir,
     add_progress,
     inference_device,
     progress,
     set_threads,
 )
-from transformer.config.choices import INFERENCE_PRECISIONS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +31,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "cuts it; a target longer than them is refused, naming its line. Lines are scored as "
         "they are, never split into sentences.",
     )
-    p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    add_model_dir(p)
     p.add_argument("--src-file", required=True, metavar="FILE",
                    help="source sentences, one a line (.gz ok)")
     p.add_argument("--tgt-file", required=True, metavar="FILE",
@@ -40,11 +41,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "the sum")
     p.add_argument("--max-tokens", type=int, default=4096,
                    help="padded positions per batch (default 4096)")
-    p.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
-                   help="weights and activations: auto (default): bf16 where this CPU or GPU "
-                   "runs it natively and a short probe is faster, else fp32; fp32; bf16; int8 "
-                   "scores with the float32 weights (int8 is a decoding path). Log-softmax in "
-                   "float32")
+    add_inference_precision(p, what="weights and activations", int8="scores with the float32 "
+                            "weights (int8 is a decoding path). Log-softmax in float32")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     add_device_threads(p)
     add_progress(p)

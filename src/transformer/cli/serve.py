@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 
-from transformer.cli.common import add_device_threads, inference_device, set_threads
+from transformer.cli.common import (
+    add_device_threads,
+    add_inference_precision,
+    inference_device,
+    set_threads,
+)
 from transformer.cli.decoding import add_engine
-from transformer.config.choices import INFERENCE_PRECISIONS
 from transformer.errors import InputError
 from transformer.serving.settings import Limits, ServeSettings, api_keys, parse_languages
 
@@ -42,11 +46,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-tokens", type=int,
                    help=f"source tokens in one batch at most (default {DEFAULT.max_batch_tokens})")
     p.add_argument("--no-batching", action="store_true", help="run every request alone")
-    p.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
-                   help="inference precision: auto (default; bf16 where this machine runs it "
-                   "natively and a probe of each model finds it faster, else fp32), fp32, bf16, "
-                   "or int8 (translators' decoders with int8 weights, made once at start, on "
-                   "the CPU; classifiers stay fp32)")
+    add_inference_precision(p, what="inference precision", int8="translators' decoders with "
+                            "int8 weights, made once at start, on the CPU (classifiers stay fp32); "
+                            "the probe runs per model")
     add_engine(p)
     add_device_threads(p)
     _add_operation(p)

@@ -16,12 +16,11 @@ from transformer.cli.common import (
     as_input_error,
     emit_json,
     flag_of,
-    no_preset_with_config,
     overrides,
     progress,
     set_threads,
 )
-from transformer.cli.training_run import add_resume, end_rank, refuse_beside_resume, resume_changes
+from transformer.cli.training_run import add_resume, config_file, end_rank, resume_changes
 from transformer.config.choices import (
     ON_LONG,
     PRESETS,
@@ -140,12 +139,10 @@ def config_of(args: argparse.Namespace) -> object:
     changes = overrides(args)
     if "adam_betas" in changes:
         changes["adam_betas"] = tuple(changes["adam_betas"])
-    no_preset_with_config(args)
-    if args.config is not None:
-        from transformer.config.files import run_config_from_file
-
-        return as_input_error(lambda: run_config_from_file(
-            args.config, task="translation", overrides=changes), *MESSAGE_FLAGS)
+    from_file = as_input_error(lambda: config_file(args, task="translation", changes=changes),
+                               *MESSAGE_FLAGS)
+    if from_file is not None:
+        return from_file
     if args.init_from is not None:
         from transformer.training.init_from import translation_config_from
 
@@ -175,7 +172,6 @@ def run_train(args: argparse.Namespace) -> int:
                 config, run_dir=args.out or "runs/train", device=args.device,
                 progress=progress(args), init_from=args.init_from), *MESSAGE_FLAGS)
         elif args.resume is not None:
-            refuse_beside_resume(args)
             summary = as_input_error(lambda: resume_translation(
                 args.resume, device=args.device, progress=progress(args), **resume_changes(args)),
                 *MESSAGE_FLAGS)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from transformer.cli.common import KEY, overrides
+from transformer.cli.common import KEY, no_preset_with_config, overrides
 from transformer.config.runs import RESUME_FIELDS
 from transformer.errors import InputError
 
@@ -48,10 +48,24 @@ def refuse_beside_resume(args: argparse.Namespace) -> None:
 
 
 def resume_changes(args: argparse.Namespace) -> dict[str, Any]:
-    """The fields of ``RESUME_FIELDS`` the command changes (None: unchanged), once
-    :func:`refuse_beside_resume` has passed."""
+    """The fields of ``RESUME_FIELDS`` the command changes (None: unchanged) beside
+    ``--resume RUN_DIR``; first :func:`refuse_beside_resume` refuses any flag that would change
+    the run."""
+    refuse_beside_resume(args)
     changes = overrides(args)
     return {key: changes.get(key) for key in RESUME_FIELDS}
+
+
+def config_file(args: argparse.Namespace, *, task: str, changes: dict[str, Any]) -> Any:
+    """The run's configuration from ``--config FILE`` (a whole one: refused beside ``--preset``)
+    with the flags' ``changes``, or None without ``--config``; ``task``: ``translation`` or
+    ``classification``, what the file must hold."""
+    no_preset_with_config(args)
+    if args.config is None:
+        return None
+    from transformer.config.files import run_config_from_file
+
+    return run_config_from_file(args.config, task=task, overrides=changes)
 
 
 def end_rank(status: int) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from itertools import zip_longest
 from typing import Any
 
-from transformer.cli.common import progress
+from transformer.cli.common import add_model_dir, progress
 from transformer.cli.decoding import add_decoding_flags, add_option_flag, translator_of
 from transformer.errors import InputError
 
@@ -34,7 +34,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "token (log_prob_per_token). A line "
         "with characters the model's vocabulary lacks gets a warning on standard error (in --json: unknown_pieces); they come out as ⁇.",
     )
-    p.add_argument("--model", required=True, metavar="RUN_DIR", help="model directory")
+    add_model_dir(p)
     p.add_argument("sentences", nargs="*", metavar="SENTENCE",
                    help="sentences to translate (quote each); not with -i")
     p.add_argument("-i", "--input", metavar="FILE", help="read sentences from FILE (.gz ok)")

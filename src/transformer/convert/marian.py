@@ -162,26 +162,23 @@ def convert_state(state: dict[str, torch.Tensor], config: ModelConfig, order: li
     embedding = get("shared.weight")[index]  # (V', D): rows in our order
     out["src_embed.token.weight"] = embedding
     out["tgt_embed.token.weight"] = embedding
-    for i in range(config.num_encoder_layers):
-        m, o = f"encoder.layers.{i}", f"encoder.layers.{i}"
-        linear(f"{o}.self_attn.qkv_proj", *(f"{m}.self_attn.{p}_proj" for p in "qkv"))
-        linear(f"{o}.self_attn.out_proj", f"{m}.self_attn.out_proj")
-        norm(f"{o}.norm1", f"{m}.self_attn_layer_norm")
-        linear(f"{o}.feed_forward.linear1", f"{m}.fc1")
-        linear(f"{o}.feed_forward.linear2", f"{m}.fc2")
-        norm(f"{o}.norm2", f"{m}.final_layer_norm")
-    for i in range(config.num_decoder_layers):
-        m, o = f"decoder.layers.{i}", f"decoder.layers.{i}"
-        linear(f"{o}.self_attn.qkv_proj", *(f"{m}.self_attn.{p}_proj" for p in "qkv"))
-        linear(f"{o}.self_attn.out_proj", f"{m}.self_attn.out_proj")
-        norm(f"{o}.norm1", f"{m}.self_attn_layer_norm")
-        linear(f"{o}.cross_attn.q_proj", f"{m}.encoder_attn.q_proj")
-        linear(f"{o}.cross_attn.kv_proj", f"{m}.encoder_attn.k_proj", f"{m}.encoder_attn.v_proj")
-        linear(f"{o}.cross_attn.out_proj", f"{m}.encoder_attn.out_proj")
-        norm(f"{o}.norm2", f"{m}.encoder_attn_layer_norm")
-        linear(f"{o}.feed_forward.linear1", f"{m}.fc1")
-        linear(f"{o}.feed_forward.linear2", f"{m}.fc2")
-        norm(f"{o}.norm3", f"{m}.final_layer_norm")
+    # a layer as Marian names it (m) and as we do (o): the same names in both stacks, the
+    # decoder's attention over the encoder output between its self-attention and feed-forward
+    for stack, layers in (("encoder", config.num_encoder_layers), ("decoder", config.num_decoder_layers)):
+        for i in range(layers):
+            m = o = f"{stack}.layers.{i}"
+            linear(f"{o}.self_attn.qkv_proj", *(f"{m}.self_attn.{p}_proj" for p in "qkv"))
+            linear(f"{o}.self_attn.out_proj", f"{m}.self_attn.out_proj")
+            norm(f"{o}.norm1", f"{m}.self_attn_layer_norm")
+            cross = stack == "decoder"
+            if cross:
+                linear(f"{o}.cross_attn.q_proj", f"{m}.encoder_attn.q_proj")
+                linear(f"{o}.cross_attn.kv_proj", f"{m}.encoder_attn.k_proj", f"{m}.encoder_attn.v_proj")
+                linear(f"{o}.cross_attn.out_proj", f"{m}.encoder_attn.out_proj")
+                norm(f"{o}.norm2", f"{m}.encoder_attn_layer_norm")
+            linear(f"{o}.feed_forward.linear1", f"{m}.fc1")
+            linear(f"{o}.feed_forward.linear2", f"{m}.fc2")
+            norm(f"{o}.norm{3 if cross else 2}", f"{m}.final_layer_norm")
     if config.tie_embeddings:
         out["output_projection.weight"] = embedding
     else:

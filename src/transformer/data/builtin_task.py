@@ -154,15 +154,10 @@ def number_task_numbers(
     return numbers
 
 
-def number_task_splits(
-    seed: int = 0,
-    *,
-    train_size: int = 4000,
-    valid_size: int = 500,
-    test_size: int = 500,
-    max_number: int = MAX_NUMBER,
-) -> dict[str, ParallelCorpus]:
-    """The task's splits: ``{"train", "valid", "test"}`` -> English-German :class:`ParallelCorpus`.
+def number_task_splits(seed: int = 0, **sizes: int) -> dict[str, ParallelCorpus]:
+    """The task's splits: ``{"train", "valid", "test"}`` -> English-German :class:`ParallelCorpus`,
+    the numbers of :func:`number_task_numbers` with the same arguments (``train_size=4000``,
+    ``valid_size=500``, ``test_size=500``, ``max_number``; defaults and checks are its own).
 
     The same arguments give the same pairs in the same order on every machine (Python's
     ``random.Random``, stable across versions). ``train`` holds 1..99 plus numbers drawn from
@@ -170,13 +165,7 @@ def number_task_splits(
     from the same numbers and no number is in two splits. ``max_number=9_999`` gives shorter
     sentences (German at most 42 characters instead of 65) for a faster demo.
     """
-    numbers = number_task_numbers(
-        seed,
-        train_size=train_size,
-        valid_size=valid_size,
-        test_size=test_size,
-        max_number=max_number,
-    )
+    numbers = number_task_numbers(seed, **sizes)
     return {
         split: ParallelCorpus(
             [english_number(n) for n in values],

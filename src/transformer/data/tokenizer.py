@@ -243,18 +243,8 @@ class Tokenizer:
 
         Raises ValueError naming an id outside ``[0, vocab_size)``.
         """
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        size = self.vocab_size
         skipped = SPECIAL_IDS if not unknown else SPECIAL_IDS - {UNK_ID}
-        kept: list[int] = []
-        for i in ids:
-            i = int(i)
-            if not 0 <= i < size:
-                raise ValueError(f"token id {i} is outside the vocabulary [0, {size})")
-            if i not in skipped:
-                kept.append(i)
-        return self._sp.decode(kept)
+        return self._sp.decode(checked_ids(ids, self.vocab_size, skipped=skipped))
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         """:meth:`decode` for each row."""
@@ -262,8 +252,7 @@ class Tokenizer:
 
     def id_to_piece(self, i: int) -> str:
         """The piece string of id ``i`` (``▁`` marks a leading space; ``<0xE2>`` is a byte)."""
-        if not 0 <= i < self.vocab_size:
-            raise ValueError(f"token id {i} is outside the vocabulary [0, {self.vocab_size})")
+        (i,) = checked_ids([i], self.vocab_size)
         return self._sp.id_to_piece(i)
 
     def piece_to_id(self, piece: str) -> int:
@@ -321,6 +310,23 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer(vocab_size={self.vocab_size})"
+
+
+def checked_ids(ids: Iterable[int], vocab_size: int, *,
+                skipped: frozenset[int] | set[int] = frozenset()) -> list[int]:
+    """``ids`` (a list or a 1-D tensor) as Python ints, each in ``[0, vocab_size)``, without those
+    in ``skipped``: what every tokenizer's ``decode`` and ``id_to_piece`` read. ValueError names
+    the first id outside."""
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    kept: list[int] = []
+    for i in ids:
+        i = int(i)
+        if not 0 <= i < vocab_size:
+            raise ValueError(f"token id {i} is outside the vocabulary [0, {vocab_size})")
+        if i not in skipped:
+            kept.append(i)
+    return kept
 
 
 def _reservoir_sample(texts: Iterable[str], *, size: int, seed: int) -> list[str]:

@@ -19,7 +19,15 @@ import sentencepiece as spm
 
 from transformer.atomic import atomic_write_bytes
 from transformer.data.text_files import read_json
-from transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, SPECIAL_PIECES, UNK_ID
+from transformer.data.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SPECIAL_IDS,
+    SPECIAL_PIECES,
+    UNK_ID,
+    checked_ids,
+)
 from transformer.errors import InputError, first_line
 
 
@@ -64,23 +72,14 @@ class VocabTokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``, skipping PAD, UNK, BOS and EOS."""
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        pieces = []
-        for i in ids:
-            i = int(i)
-            if not 0 <= i < self.vocab_size:
-                raise ValueError(f"token id {i} is outside the vocabulary [0, {self.vocab_size})")
-            if i not in SPECIAL_IDS:
-                pieces.append(self.vocabulary[i])
-        return self._sp.decode_pieces(pieces)
+        kept = checked_ids(ids, self.vocab_size, skipped=SPECIAL_IDS)
+        return self._sp.decode_pieces([self.vocabulary[i] for i in kept])
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         return [self.decode(ids) for ids in batch]
 
     def id_to_piece(self, i: int) -> str:
-        if not 0 <= i < self.vocab_size:
-            raise ValueError(f"token id {i} is outside the vocabulary [0, {self.vocab_size})")
+        (i,) = checked_ids([i], self.vocab_size)
         return self.vocabulary[i]
 
     def piece_to_id(self, piece: str) -> int:

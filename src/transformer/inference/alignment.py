@@ -38,8 +38,8 @@ import torch
 from torch import Tensor, nn
 
 from transformer.data.padding import pad_rows
-from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.data.tokenizer import BOS_ID
+from transformer.inference.forced import forced_batches
 
 if TYPE_CHECKING:
     from transformer.model_dir import TextTokenizer
@@ -196,12 +196,7 @@ def cross_attention(model: nn.Module, pairs: Sequence[tuple[Sequence[int], Seque
     out: list[Tensor | None] = [None] * len(items)
     if not items:
         return []
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    sampler = TokenBatchSampler([(len(s), len(t)) for s, t in items], shuffle=False,
-                                max_tokens=max(max_tokens, limit + 1))
-    try:
+    with forced_batches(model, items, max_tokens=max(max_tokens, limit + 1)) as (device, sampler):
         for indices in sampler:
             src = pad_rows([items[i][0] for i in indices], pad_id=pad_id).to(device)  # (B, S)
             tgt_in = pad_rows([[bos_id, *items[i][1]] for i in indices],
@@ -211,8 +206,6 @@ def cross_attention(model: nn.Module, pairs: Sequence[tuple[Sequence[int], Seque
             for row, i in enumerate(indices):
                 s, t = len(items[i][0]), len(items[i][1]) + 1
                 out[i] = stacked[row, :, :, :t, :s]  # (L, H, T, S)
-    finally:
-        model.train(was_training)
     return out  # type: ignore[return-value]
 
 

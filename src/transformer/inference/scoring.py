@@ -34,9 +34,9 @@ import torch
 from torch import nn
 
 from transformer.data.collation import collate_pairs
-from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.data.tokenizer import BOS_ID, EOS_ID
 from transformer.errors import InputError
+from transformer.inference.forced import forced_batches
 
 if TYPE_CHECKING:
     from transformer.model_dir import LoadedModel, RunRecord, TextTokenizer
@@ -86,13 +86,8 @@ def score_ids(model: nn.Module, pairs: Sequence[tuple[Sequence[int], Sequence[in
                              f"the model's {limit} positions")
     if not items:
         return []
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    sampler = TokenBatchSampler([(len(s), len(t)) for s, t in items], max_tokens=max_tokens,
-                                shuffle=False)
     out: list[PairScore | None] = [None] * len(items)
-    try:
+    with forced_batches(model, items, max_tokens=max_tokens) as (device, sampler):
         for indices in sampler:
             batch = collate_pairs([items[i] for i in indices], pad_id=pad_id, bos_id=bos_id,
                                   eos_id=eos_id).to(device)
@@ -106,8 +101,6 @@ def score_ids(model: nn.Module, pairs: Sequence[tuple[Sequence[int], Sequence[in
                 out[i] = PairScore(float(total), int(count))
             if on_batch is not None:
                 on_batch(len(indices))
-    finally:
-        model.train(was_training)
     return out  # type: ignore[return-value]
 
 

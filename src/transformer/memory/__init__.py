@@ -8,7 +8,8 @@
 * :mod:`~transformer.memory.gpt2_formula`: :func:`seed_formula_estimate`, the seed tutorial's GPT-2
   formula, kept term for term;
 * :mod:`~transformer.memory.report`: :func:`format_report` and :func:`format_bytes`;
-* :mod:`~transformer.memory.setting`: the argument check both share and :func:`batch_for_tokens`;
+* :mod:`~transformer.memory.setting`: :class:`TrainingStep`, the step all three size and its
+  check, and :func:`batch_for_tokens`;
 * :mod:`~transformer.memory.job`: :func:`memory_job`, what the ``memory`` verb asks: the batch,
   then the seed formula or the estimate (and the measurement).
 """
@@ -19,7 +20,7 @@ from transformer.memory.job import MemoryResult, memory_job
 from transformer.memory.measure import LiveTensorBytes, MeasuredPeak, measure_training_peak
 from transformer.memory.parameters import parameter_count
 from transformer.memory.report import format_bytes, format_report
-from transformer.memory.setting import batch_for_tokens
+from transformer.memory.setting import TrainingStep, batch_for_tokens
 
 __all__ = [
     "LiveTensorBytes",
@@ -27,6 +28,7 @@ __all__ = [
     "MemoryEstimate",
     "MemoryLine",
     "MemoryResult",
+    "TrainingStep",
     "batch_for_tokens",
     "estimate_training_memory",
     "format_bytes",

@@ -39,7 +39,7 @@ from transformer.memory.activations import (
     sum_staging_bytes,
 )
 from transformer.memory.parameters import largest_parameter, matmul_weights, parameter_count
-from transformer.memory.setting import FP32, INT64, check_step
+from transformer.memory.setting import FP32, INT64, TrainingStep
 
 
 @dataclass(frozen=True)
@@ -184,33 +184,20 @@ class _Moment(NamedTuple):
 _ALWAYS = ["parameters", "buffers", "batch", "optimizer state"]
 
 
-def estimate_training_memory(
-    config: ModelConfig,
-    *,
-    batch_size: int,
-    src_len: int,
-    tgt_len: int | None = None,
-    precision: str = "fp32",
-    device: str = "cuda",
-    encoder_only: bool = False,
-    num_labels: int = 2,
-    pooling: str = "mean",
-    label_smoothing: float = 0.1,
-) -> MemoryEstimate:
-    """Estimate the peak memory of one training step with Adam (see the module docstring).
+def estimate_training_memory(config: ModelConfig, step: TrainingStep, *,
+                             device: str = "cuda") -> MemoryEstimate:
+    """Estimate the peak memory of one training ``step`` with Adam (see the module docstring).
 
-    The batch is ``batch_size`` rows of ``src_len`` source tokens and ``tgt_len`` target tokens
-    (default: ``src_len``; BOS included), without padding. ``precision`` is ``fp32``, ``bf16``
-    (autocast) or ``fp16`` (autocast with a grad scaler: the same bytes); the weights, gradients
-    and Adam moments stay float32 in all three. ``device`` (``cuda`` or ``cpu``) changes the
-    dropout masks' size, the attention kernel and Adam's temporaries. ``encoder_only`` estimates
-    a ``TransformerClassifier`` with ``num_labels`` and ``pooling`` (loss over (B, num_labels)
-    logits). The translation loss is :func:`transformer.training.loss.label_smoothed_cross_entropy`;
-    ``label_smoothing`` does not change the estimate: the loss keeps the same two tensors either way.
+    The weights, gradients and Adam moments stay float32 in every precision of the step (``fp16``
+    costs what ``bf16`` does). ``device`` (``cuda`` or ``cpu``) changes the dropout masks' size,
+    the attention kernel and Adam's temporaries. An ``encoder_only`` step's loss is over
+    (B, num_labels) logits. The translation loss is
+    :func:`transformer.training.loss.label_smoothed_cross_entropy`; ``label_smoothing`` does not
+    change the estimate: the loss keeps the same two tensors either way.
     """
-    tgt_len = check_step(config, batch_size=batch_size, src_len=src_len, tgt_len=tgt_len,
-                         precision=precision, device=device, encoder_only=encoder_only,
-                         pooling=pooling)
+    tgt_len = step.check(config, device=device)
+    batch_size, src_len, precision = step.batch_size, step.src_len, step.precision
+    encoder_only, num_labels, pooling = step.encoder_only, step.num_labels, step.pooling
     by = ElementBytes.of(precision, device)
     params = parameter_count(config, encoder_only=encoder_only, num_labels=num_labels,
                              pooling=pooling)

@@ -5,7 +5,7 @@ measurement of real steps beside it."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from transformer.config import ModelConfig
@@ -13,7 +13,7 @@ from transformer.memory.estimate import MemoryEstimate, estimate_training_memory
 from transformer.memory.gpt2_formula import seed_formula_estimate
 from transformer.memory.measure import MeasuredPeak, measure_training_peak
 from transformer.memory.report import format_report
-from transformer.memory.setting import FP32, batch_for_tokens
+from transformer.memory.setting import FP32, TrainingStep, batch_for_tokens
 
 log = logging.getLogger(__name__)
 
@@ -38,24 +38,18 @@ class MemoryResult:
 
 def memory_job(
     config: ModelConfig,
+    step: TrainingStep,
     *,
-    batch_size: int,
     max_tokens: int | None = None,
-    src_len: int,
-    tgt_len: int | None = None,
-    precision: str = "fp32",
     device: str = "cpu",
-    encoder_only: bool = False,
-    num_labels: int = 2,
-    pooling: str = "mean",
-    label_smoothing: float = 0.1,
     decoder_only: bool = False,
     decoder_only_d_ff: int | None = None,
     measure: bool = False,
 ) -> MemoryResult:
-    """Estimate (and with ``measure`` also measure) one training step of ``config``.
+    """Estimate (and with ``measure`` also measure on ``device``) the training ``step`` of
+    ``config``.
 
-    ``max_tokens``, when given, replaces ``batch_size`` by the rows that fill that many padded
+    ``max_tokens``, when given, replaces the step's ``batch_size`` by the rows that fill that many padded
     positions. ``decoder_only`` applies the seed tutorial's GPT-2 formula to the decoder's depth,
     heads, width and target vocabulary, with ``decoder_only_d_ff`` (default 4 x d_model, as GPT-2)
     and ``tgt_len`` (else ``src_len``) as the sequence length; it cannot be measured.
@@ -65,7 +59,8 @@ def memory_job(
         if measure:
             raise ValueError("--measure needs an encoder-decoder or --encoder-only model; "
                              "--decoder-only is the seed's formula only")
-        seq_len = tgt_len or src_len
+        seq_len = step.tgt_len or step.src_len
+        batch_size = step.batch_size
         if max_tokens:
             batch_size = batch_for_tokens(max_tokens, src_len=seq_len, tgt_len=None,
                                           encoder_only=True)
@@ -73,15 +68,12 @@ def memory_job(
             num_layers=config.num_decoder_layers, num_heads=config.num_heads,
             d_model=config.d_model, d_ff=decoder_only_d_ff or 4 * config.d_model,
             vocab_size=config.tgt_vocab_size, batch_size=batch_size, seq_len=seq_len,
-            bytes_per_value=FP32 if precision == "fp32" else FP32 // 2))
+            bytes_per_value=FP32 if step.precision == "fp32" else FP32 // 2))
     if max_tokens:
-        batch_size = batch_for_tokens(max_tokens, src_len=src_len, tgt_len=tgt_len,
-                                      encoder_only=encoder_only)
-    shape = dict(batch_size=batch_size, src_len=src_len, tgt_len=tgt_len, precision=precision,
-                 device=device, encoder_only=encoder_only, num_labels=num_labels,
-                 pooling=pooling, label_smoothing=label_smoothing)
-    estimate = estimate_training_memory(config, **shape)
+        step = replace(step, batch_size=batch_for_tokens(
+            max_tokens, src_len=step.src_len, tgt_len=step.tgt_len, encoder_only=step.encoder_only))
+    estimate = estimate_training_memory(config, step, device=device)
     if not measure:
         return MemoryResult(estimate)
     log.info("measuring two training steps on %s ...", device)
-    return MemoryResult(estimate, measure_training_peak(config, **shape))
+    return MemoryResult(estimate, measure_training_peak(config, step, device=device))

@@ -19,7 +19,7 @@ from torch.utils._pytree import tree_flatten
 
 from transformer.config import ModelConfig
 from transformer.config.field_error import ConfigError, Field
-from transformer.memory.setting import check_step
+from transformer.memory.setting import TrainingStep
 
 
 class LiveTensorBytes(TorchDispatchMode):
@@ -110,20 +110,8 @@ class _Phases:
         self._name = name
 
 
-def measure_training_peak(
-    config: ModelConfig,
-    *,
-    batch_size: int,
-    src_len: int,
-    tgt_len: int | None = None,
-    precision: str = "fp32",
-    device: str = "cpu",
-    encoder_only: bool = False,
-    num_labels: int = 2,
-    pooling: str = "mean",
-    label_smoothing: float = 0.1,
-    seed: int = 0,
-) -> MeasuredPeak:
+def measure_training_peak(config: ModelConfig, step: TrainingStep, *, device: str = "cpu",
+                          seed: int = 0) -> MeasuredPeak:
     """Build the model, run two training steps on a random batch and report the second's peak.
 
     A step is what the trainer does: forward and loss under autocast (``bf16``/``fp16``),
@@ -135,9 +123,9 @@ def measure_training_peak(
     ``torch.cuda.max_memory_allocated``; on the CPU it is :class:`LiveTensorBytes`'s.
     """
     dev = torch.device(device)
-    tgt_len = check_step(config, batch_size=batch_size, src_len=src_len, tgt_len=tgt_len,
-                         precision=precision, device=dev.type, encoder_only=encoder_only,
-                         pooling=pooling)
+    tgt_len = step.check(config, device=dev.type)
+    batch_size, src_len, precision = step.batch_size, step.src_len, step.precision
+    encoder_only, num_labels, pooling = step.encoder_only, step.num_labels, step.pooling
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(Field("device"), " 'cuda' requested but CUDA is not available")
     if precision == "fp16" and dev.type != "cuda":
@@ -150,13 +138,13 @@ def measure_training_peak(
     batch = _random_batch(config, generator, batch_size=batch_size, src_len=src_len,
                           tgt_len=tgt_len, encoder_only=encoder_only, num_labels=num_labels,
                           device=dev)
-    step = _TrainStep(model, optimizer, torch.amp.GradScaler("cuda") if precision == "fp16" else None,
-                      batch, config=config, encoder_only=encoder_only,
-                      label_smoothing=label_smoothing, precision=precision, device_type=dev.type)
-    step.until_stepped(None)  # creates Adam's moments
+    run = _TrainStep(model, optimizer, torch.amp.GradScaler("cuda") if precision == "fp16" else None,
+                     batch, config=config, encoder_only=encoder_only,
+                     label_smoothing=step.label_smoothing, precision=precision, device_type=dev.type)
+    run.until_stepped(None)  # creates Adam's moments
     if dev.type == "cuda":
         phases = _Phases(dev, None)
-        step.until_stepped(phases)
+        run.until_stepped(phases)
         peak = max(phases.peaks.values())
         return MeasuredPeak(peak, phases.peaks, "cuda", "torch.cuda.max_memory_allocated")
     tracker = LiveTensorBytes()
@@ -167,7 +155,7 @@ def measure_training_peak(
             tracker.track(value)
     with tracker:
         phases = _Phases(dev, tracker)
-        step(phases)
+        run(phases)
     peaks = {k: v for k, v in tracker.phase_peaks.items() if k != "setup"}
     return MeasuredPeak(tracker.peak, peaks, "cpu", "live tensor storage (TorchDispatchMode)")
 

@@ -8,10 +8,10 @@ Each layer has three sub-layers: masked self-attention, attention over the encod
 
 from __future__ import annotations
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from transformer.model.kv_cache import DecoderCache, KVCache
-from transformer.model.sublayers import SublayerStack
+from transformer.model.sublayers import LayerStack, SublayerStack
 
 
 class DecoderLayer(SublayerStack):
@@ -45,13 +45,8 @@ class DecoderLayer(SublayerStack):
         return x, self_w, cross_w
 
 
-class Decoder(nn.Module):
+class Decoder(LayerStack):
     """N decoder layers over embedded target input; a final LayerNorm when pre-LN."""
-
-    def __init__(self, layers: list[DecoderLayer], *, final_norm: nn.Module | None = None) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(layers)
-        self.norm = final_norm if final_norm is not None else nn.Identity()
 
     def forward(
         self,

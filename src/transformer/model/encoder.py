@@ -9,9 +9,9 @@ Each layer has two sub-layers, self-attention and the feed-forward network, each
 
 from __future__ import annotations
 
-from torch import Tensor, nn
+from torch import Tensor
 
-from transformer.model.sublayers import SublayerStack
+from transformer.model.sublayers import LayerStack, SublayerStack
 
 
 class EncoderLayer(SublayerStack):
@@ -25,13 +25,8 @@ class EncoderLayer(SublayerStack):
         return self.feed_forward_sublayer(x, self.norm2), weights
 
 
-class Encoder(nn.Module):
+class Encoder(LayerStack):
     """N encoder layers over embedded input; a final LayerNorm when pre-LN."""
-
-    def __init__(self, layers: list[EncoderLayer], *, final_norm: nn.Module | None = None) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(layers)
-        self.norm = final_norm if final_norm is not None else nn.Identity()
 
     def forward(
         self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False

@@ -71,3 +71,13 @@ class SublayerStack(nn.Module):
     def feed_forward_sublayer(self, x: Tensor, norm: nn.Module) -> Tensor:
         """The last sub-layer of either layer: the position-wise feed-forward network."""
         return self.residual(x, norm, lambda h: (self.feed_forward(h), None))[0]
+
+
+class LayerStack(nn.Module):
+    """N layers of one kind (the encoder's or the decoder's, section 3.1) and the final LayerNorm
+    a pre-LN stack ends with (``final_norm``; None: identity, the paper's post-LN)."""
+
+    def __init__(self, layers: list[SublayerStack], *, final_norm: nn.Module | None = None) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.norm = final_norm if final_norm is not None else nn.Identity()

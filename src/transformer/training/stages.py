@@ -7,15 +7,16 @@ stages in order; these are the ones that are the same for both:
     precision = setup_precision(cfg.precision, model=model, device=device)
     data, task = ...                                             # the recipe's: batches, validation
     optimizer, scheduler = setup_optimizer(model, schedule=LRSchedule(...), weight_decay=...)
-    with metrics_log(run_dir, tensorboard=cfg.tensorboard, precision=precision) as metrics:
-        trainer, result = train(model=model, task=task, ..., save_best=writer.save, metrics=metrics)
+    with training_run(model=model, task=task, ..., save_best=writer.save) as (trainer, result):
+        ...                                                      # what logs after: an average
     summary = {**run_summary(result, run_dir=run_dir, model=model, precision=precision), ...}
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,27 @@ def train(*, model: nn.Module, task: Task, optimizer: torch.optim.Optimizer,
                       train_data=data, config=loop, run_dir=run_dir, save_best=save_best,
                       device=device, progress=progress, metrics=metrics)
     return trainer, trainer.fit(resume=resume)
+
+
+@contextmanager
+def training_run(*, model: nn.Module, task: Task, optimizer: torch.optim.Optimizer,
+                 scheduler: torch.optim.lr_scheduler.LRScheduler, data: EpochData,
+                 loop: LoopConfig, run_dir: Path, tensorboard: bool, precision: PrecisionChoice,
+                 save_best: Callable[[nn.Module, dict[str, float] | None], None],
+                 device: torch.device | str, progress: bool,
+                 resume: bool) -> Iterator[tuple[Trainer, TrainResult]]:
+    """The training of a run, as both recipes start it: a fresh run first writes its model
+    directory on rank 0 (``save_best(model, None)``: complete from the start, so resume and the
+    other verbs can read it), every rank waits for it, then :func:`train` runs inside
+    :func:`metrics_log`, which stays open in the block for what logs after (an average). Yields
+    :func:`train`'s (Trainer, TrainResult)."""
+    if D.current().is_main and not resume:
+        save_best(model, None)
+    D.barrier()
+    with metrics_log(run_dir, tensorboard=tensorboard, precision=precision) as metrics:
+        yield train(model=model, task=task, optimizer=optimizer, scheduler=scheduler, data=data,
+                    loop=loop, run_dir=run_dir, save_best=save_best, device=device,
+                    progress=progress, resume=resume, metrics=metrics)
 
 
 def run_summary(result: TrainResult, *, run_dir: Path, model: Transformer | TransformerClassifier,

@@ -54,11 +54,10 @@ from transformer.training.classifier_setup import ClassifierModel, Labels, setup
 from transformer.training.rng import seed_everything
 from transformer.training.schedule import LRSchedule
 from transformer.training.stages import (
-    metrics_log,
     run_summary,
     setup_optimizer,
     setup_precision,
-    train,
+    training_run,
 )
 from transformer.training.tensorboard import require_tensorboard
 from transformer.training.trainer import TrainResult
@@ -123,14 +122,12 @@ def train_classifier(
     writer = ClassifierWriter(run_dir, built, labels, task=task, config=stored_config(
         config, splits, labels=labels, precision=precision, recipe=recipe, data_info=data_info,
         built=built, stored=stored))
-    if info.is_main and not resume:  # the model directory is complete from the start
-        writer.save(model, None)
-    D.barrier()
-    with metrics_log(run_dir, tensorboard=config.tensorboard, precision=precision) as metrics:
-        _, result = train(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
-                          data=inputs.data, loop=config.loop_config(precision.precision),
-                          run_dir=run_dir, save_best=writer.save, device=dev,
-                          progress=progress, resume=resume, metrics=metrics)
+    with training_run(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
+                      data=inputs.data, loop=config.loop_config(precision.precision),
+                      run_dir=run_dir, tensorboard=config.tensorboard, precision=precision,
+                      save_best=writer.save, device=dev, progress=progress,
+                      resume=resume) as (_, result):
+        pass
     figures = report_splits(run_dir, splits, device=dev) if info.is_main else {}
     summary = {**run_summary(result, run_dir=run_dir, model=model, precision=precision),
                **_figures(result, built=built, labels=labels, inputs=inputs, started=started),

@@ -41,11 +41,10 @@ from transformer.training import run_lifecycle as lifecycle
 from transformer.training.rng import seed_everything
 from transformer.training.schedule import LRSchedule
 from transformer.training.stages import (
-    metrics_log,
     run_summary,
     setup_optimizer,
     setup_precision,
-    train,
+    training_run,
 )
 from transformer.training.tensorboard import require_tensorboard
 from transformer.training.text_inputs import TranslationInputs
@@ -102,15 +101,11 @@ def train_translation(
     writer = ModelWriter(run_dir, built, config=stored_config(
         cfg, resumed=resumed, precision=precision, inputs=inputs, built=built,
         extra={**(extra_config or {}), **built.extra_config}))
-    if info.is_main and not resume:
-        # the model directory is complete from the start: resume and the other verbs can read it
-        writer.save(model, None)
-    D.barrier()
-    with metrics_log(run_dir, tensorboard=cfg.tensorboard, precision=precision) as metrics:
-        trainer, result = train(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
-                                data=inputs.data, loop=cfg.loop_config(precision.precision),
-                                run_dir=run_dir, save_best=writer.save, device=dev,
-                                progress=progress, resume=resume, metrics=metrics)
+    with training_run(model=model, task=task, optimizer=optimizer, scheduler=scheduler,
+                      data=inputs.data, loop=cfg.loop_config(precision.precision),
+                      run_dir=run_dir, tensorboard=cfg.tensorboard, precision=precision,
+                      save_best=writer.save, device=dev, progress=progress,
+                      resume=resume) as (trainer, result):
         summary = summarize(result, run_dir=run_dir, model=model, cfg=cfg,
                             train_pairs=inputs.train_pairs, precision=precision)
         if cfg.average_last and info.is_main:
