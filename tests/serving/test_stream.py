@@ -74,7 +74,9 @@ def test_the_events_joined_are_the_unstreamed_answer(client, decoding):
     check_joined(client, **decoding)
 
 
-def test_the_events_joined_are_the_unstreamed_answer_on_ctranslate2(make_client, translation_dir, tmp_path):
+@pytest.fixture
+def ct2_client(make_client, translation_dir, tmp_path):
+    """A client of the numbers model (a copy) decoded by CTranslate2."""
     pytest.importorskip("ctranslate2")
     from transformer.serving.models import load_served
 
@@ -82,7 +84,11 @@ def test_the_events_joined_are_the_unstreamed_answer_on_ctranslate2(make_client,
     shutil.copytree(translation_dir, run)
     served = load_served({"numbers": str(run)}, precision="fp32", engine="ctranslate2")
     assert served["numbers"].engine == "ctranslate2"
-    check_joined(make_client(served), beam=4)
+    return make_client(served)
+
+
+def test_the_events_joined_are_the_unstreamed_answer_on_ctranslate2(ct2_client):
+    check_joined(ct2_client, beam=4)
 
 
 def check_tokens(client, text: str = "three hundred twelve", **decoding) -> list[dict]:
@@ -106,14 +112,8 @@ def test_one_sentence_greedy_or_sampled_streams_its_tokens(client, decoding):
     check_tokens(client, **decoding)
 
 
-def test_one_sentence_streams_its_tokens_on_ctranslate2(make_client, translation_dir, tmp_path):
-    pytest.importorskip("ctranslate2")
-    from transformer.serving.models import load_served
-
-    run = tmp_path / "numbers"
-    shutil.copytree(translation_dir, run)
-    served = load_served({"numbers": str(run)}, precision="fp32", engine="ctranslate2")
-    check_tokens(make_client(served), beam=1)
+def test_one_sentence_streams_its_tokens_on_ctranslate2(ct2_client):
+    check_tokens(ct2_client, beam=1)
 
 
 @pytest.mark.parametrize("body", [{"texts": ["three hundred twelve"], "beam": 2},

@@ -46,11 +46,11 @@ def greedy_decode(
     prefixes: Sequence[Sequence[int]] | None = None,
     forbid: Sequence[Sequence[int]] | None = None,
     hypotheses: bool = False,
+    on_token: Callable[[int], None] | None = None,
     use_cache: bool = True,
     pack_weights: bool = True,
     decoder: FastDecoder | None = None,
     precision: str = "fp32",
-    on_token: Callable[[int], None] | None = None,
     **fields: Any,
 ) -> list[list[int]] | list[Hypothesis]:
     """Greedy translations of ``src`` (B, S), a batch of source ids padded with the model's pad id.

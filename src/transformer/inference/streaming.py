@@ -90,6 +90,22 @@ class TokenText:
         return TokenDone(*self.place, len(self.ids), text)
 
 
+def token_teller(events: Callable[[int], TokenDone | None], deliver: Callable[[TokenDone], None],
+                 closed: Callable[[], bool]) -> Callable[[int], None]:
+    """An ``on_token`` for a decode in another thread: the event ``events`` makes of each id
+    handed to ``deliver``; :class:`StreamClosed` raised once ``closed()`` says the reader has
+    gone, which stops the decode at that token."""
+
+    def on_token(token_id: int) -> None:
+        if closed():
+            raise StreamClosed("the stream was closed")
+        found = events(token_id)
+        if found is not None:
+            deliver(found)
+
+    return on_token
+
+
 def tokens_as_made(run: Callable[[Callable[[int], None]], T],
                    events: Callable[[int], TokenDone | None]) -> Generator[TokenDone, None, T]:
     """``run(on_token)`` in a thread of its own, yielding the event ``events`` makes of each id
@@ -97,13 +113,7 @@ def tokens_as_made(run: Callable[[Callable[[int], None]], T],
     Closing the generator stops the decode at its next token (:class:`StreamClosed`)."""
     told: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
     closed = threading.Event()
-
-    def on_token(token_id: int) -> None:
-        if closed.is_set():
-            raise StreamClosed("the stream was closed")
-        found = events(token_id)
-        if found is not None:
-            told.put(("token", found))
+    on_token = token_teller(events, lambda found: told.put(("token", found)), closed.is_set)
 
     def work() -> None:
         try:

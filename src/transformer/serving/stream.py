@@ -47,10 +47,10 @@ from fastapi.responses import StreamingResponse
 
 from transformer.inference.lines import LinePlan, plan_lines
 from transformer.inference.streaming import (
-    StreamClosed,
     TokenText,
     chunk_bounds,
     sentence_events,
+    token_teller,
     tokens_wanted,
 )
 from transformer.serving.errors import ApiError
@@ -160,17 +160,10 @@ async def _assembled(request: Request, model: ServedModel, plan: LinePlan, found
 
 def _teller(tokens: asyncio.Queue[Any], text: TokenText, gone: asyncio.Future) -> Any:
     """The ``on_token`` of a decode in the model's thread: each token's event handed to the
-    event loop's ``tokens`` queue; StreamClosed once the client has gone (the decode stops)."""
+    event loop's ``tokens`` queue; the decode stops once the client has gone."""
     loop = asyncio.get_running_loop()
-
-    def on_token(token_id: int) -> None:
-        if gone.done():
-            raise StreamClosed("client disconnected")
-        found = text(token_id)
-        if found is not None:
-            loop.call_soon_threadsafe(tokens.put_nowait, found)
-
-    return on_token
+    return token_teller(text, lambda found: loop.call_soon_threadsafe(tokens.put_nowait, found),
+                        gone.done)
 
 
 _END = object()  # put after the last token, when the decode is done
