@@ -20,6 +20,7 @@ own (a normalisation that joins words; none in practice) keeps its deterministic
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ class SegmentationSampler:
         # word -> (its segmentations, their model scores (K,) float64); texts -> whether they split
         self._words: dict[str, tuple[list[list[int]], np.ndarray]] = {}
         self._splits: dict[str, bool] = {}
+        self._cumulative: dict[tuple[str, float], tuple[list[list[int]], list[float]]] = {}
 
     def _word(self, word: str) -> tuple[list[list[int]], np.ndarray]:
         found = self._words.get(word)
@@ -54,6 +56,17 @@ class SegmentationSampler:
             known = self._splits[text] = joined == list(self.sp.encode(text))
         return known
 
+    def _choices(self, word: str, alpha: float) -> tuple[list[list[int]], list[float]]:
+        """The word's segmentations and their cumulative sampling weights, normalised to end at
+        1 (kept per alpha: a run samples with one)."""
+        key = (word, alpha)
+        found = self._cumulative.get(key)
+        if found is None:
+            segmentations, scores = self._word(word)
+            weights = np.exp(alpha * (scores - scores.max()))
+            found = self._cumulative[key] = (segmentations, (np.cumsum(weights) / weights.sum()).tolist())
+        return found
+
     def sample(self, texts: Sequence[str], *, alpha: float, seed: int) -> list[list[int]]:
         """One sampled encoding per text (ids, no BOS/EOS), the same for the same ``seed``."""
         rng = np.random.default_rng(seed)
@@ -63,16 +76,10 @@ class SegmentationSampler:
             if not words or not self._splits_by_word(text, words):
                 out.append(list(self.sp.encode(text)))
                 continue
-            uniforms = rng.random(len(words))
             ids: list[int] = []
-            for word, u in zip(words, uniforms, strict=True):
-                segmentations, scores = self._word(word)
-                if len(segmentations) == 1:
-                    ids.extend(segmentations[0])
-                    continue
-                weights = np.exp(alpha * (scores - scores.max()))
-                cumulative = np.cumsum(weights)
-                pick = int(np.searchsorted(cumulative, u * cumulative[-1], side="right"))
+            for word, u in zip(words, rng.random(len(words)).tolist(), strict=True):
+                segmentations, cumulative = self._choices(word, alpha)
+                pick = bisect.bisect_right(cumulative, u) if len(segmentations) > 1 else 0
                 ids.extend(segmentations[min(pick, len(segmentations) - 1)])
             out.append(ids)
         return out
