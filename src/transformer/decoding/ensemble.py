@@ -9,8 +9,8 @@ At each step every member gives the next-token log-probabilities of every row (i
 log-softmax) and the ensemble's scores are their mean, ``mean_m log p_m(y | prefix)``: the
 members' log-probabilities averaged, a product of experts (OpenNMT-py's default; fairseq's
 ``EnsembleModel`` takes the log of the mean probability instead, ``logsumexp_m log p_m - log M``,
-a mixture). The product was chosen because it is what the issue defines and because a token must
-then be likely under every member, which is what several snapshots of one run agree on. The
+a mixture). The product is kept for its meaning: a token must be likely under every member, and
+its scores are a sum of per-step log-probabilities like one model's. The
 searches normalise what a session gives with a log-softmax, so the ensemble's distribution is
 ``p(y) = exp(mean_m log p_m(y)) / Z``: its scores are log-probabilities of a proper distribution,
 and sampling draws from it (the mean of the members' raw logits would give the same
