@@ -108,3 +108,18 @@ def test_positions_are_the_fewest_of_the_members(random_model):
 
     short = Transformer(ModelConfig.tiny(vocab_size=16, max_len=10))
     assert Ensemble([random_model(0), short]).config.max_len == 10
+
+
+@pytest.mark.parametrize("members", [1, 2])
+def test_int8_members_each_quantize_their_own_weights(random_model, sources, members):
+    """int8: each member's decoder quantizes its own weights; one member decodes as that model
+    in int8, and two identical ones pick the same tokens."""
+    from transformer.decoding.packing import int8_engine
+
+    if int8_engine() is None:
+        pytest.skip("no quantized engine for this CPU")
+    model, src = random_model(0), sources(6, 5)
+    alone = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, precision="int8")
+    ensemble = Ensemble([model] * members)
+    assert greedy_decode(ensemble, src, bos_id=BOS, eos_id=EOS, precision="int8") == alone
+    assert all(d is not None and d.precision == "int8" for d in ensemble.decoders(precision="int8"))
