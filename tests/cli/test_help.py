@@ -120,6 +120,8 @@ DIFFERS = {
     ("--precision", "train"): PRESET_OR_RUN,
     ("--precision", "classify train"): PRESET_OR_RUN,
     ("--precision", "serve"): "the same choices and default as translate, worded for a server",
+    ("--model", "translate"): "repeatable: several runs decode together as an ensemble",
+    ("--model", "evaluate"): "repeatable: several runs decode together as an ensemble",
     ("--json", "translate"): "translate prints one JSON object per input line",
     ("--format", "translate"): "the input's markup (text or HTML), where classify's is a file format",
     ("--json", "score"): "score prints one JSON object per input line, as translate",

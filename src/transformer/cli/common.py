@@ -62,6 +62,10 @@ RUN_FLAGS: tuple[Flag, ...] = (
     ("--warmup", "warmup", int, f"warmup updates {_PRESET}", ()),
     ("--weight-decay", "weight_decay", float, "decoupled weight decay, AdamW (default 0: Adam)", ()),
     ("--label-smoothing", "label_smoothing", float, f"epsilon_ls {_PRESET}", ()),
+    ("--subword-sampling", "subword_sampling", float, "ALPHA: subword regularization, each "
+     "epoch's training text encoded anew with a unigram tokenizer's segmentations sampled "
+     "(probability ~ p ** ALPHA among each word's 32 best; e.g. 0.1); validation, evaluation "
+     "and translation stay deterministic (default 0: off)", ()),
     ("--clip-norm", "clip_norm", float, "gradient-norm clipping, 0 turns it off (default 1)", ()),
     ("--eval-every", "eval_every", int, f"updates between validations {_PRESET}", ()),
     ("--epochs", "epochs", int, "stop after this many epochs", ()),

@@ -37,6 +37,18 @@ def add_option_flag(g: argparse._ActionsContainer, name: str) -> None:
         g.add_argument(field.flag, dest=name, type=_TYPES[field.kind], metavar=metavar, help=field.help)
 
 
+def add_model_dirs(p: argparse.ArgumentParser) -> None:
+    """``--model`` (repeatable: an ensemble of runs) and ``--ensemble-last K``, of ``translate``
+    and ``evaluate``."""
+    p.add_argument("--model", dest="models", action="append", required=True, metavar="RUN_DIR",
+                   help="model directory; repeated (--model A --model B), an ensemble of runs "
+                   "that share their tokenizers: their log-probabilities averaged at each step, "
+                   "on our engine")
+    p.add_argument("--ensemble-last", type=int, metavar="K",
+                   help="decode with the run's last K snapshots together (an ensemble; "
+                   "training with average-last N keeps N), not its best weights")
+
+
 def add_decoding_flags(p: argparse.ArgumentParser) -> None:
     """The decoding flags ``translate`` and ``evaluate`` share (those of the options' table that
     are not ``translate``'s own), and how to run the decoding."""
@@ -97,12 +109,17 @@ def options_of_args(args: argparse.Namespace) -> dict[str, object]:
 
 
 def translator_of(args: argparse.Namespace) -> Translator:
-    """``--model`` and the decoding flags -> a Translator (:mod:`transformer.inference.loader`),
+    """``--model`` and the decoding flags -> a Translator (:mod:`transformer.inference.loader`;
+    several ``--model`` or ``--ensemble-last``: :mod:`transformer.inference.ensemble`),
     whose options are the flags'; what differs per call (a tag, log-probabilities, a progress
     bar) the verb gives each call."""
+    set_threads(args.threads)
+    how = dict(batch_size=args.batch_size, precision=args.precision, engine=args.engine,
+               device=inference_device(args.device, args.precision), **options_of_args(args))
+    if len(args.models) > 1 or args.ensemble_last is not None:
+        from transformer.inference.ensemble import load_ensemble_translator
+
+        return load_ensemble_translator(args.models, last=args.ensemble_last, **how)
     from transformer.inference.loader import load_translator
 
-    set_threads(args.threads)
-    return load_translator(args.model, batch_size=args.batch_size, precision=args.precision,
-                           engine=args.engine, device=inference_device(args.device, args.precision),
-                           **options_of_args(args))
+    return load_translator(args.models[0], **how)

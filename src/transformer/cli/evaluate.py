@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from transformer.cli.common import add_json, add_model_dir, did_you_mean, emit_json, progress
-from transformer.cli.decoding import add_decoding_flags, translator_of
+from transformer.cli.common import add_json, did_you_mean, emit_json, progress
+from transformer.cli.decoding import add_decoding_flags, add_model_dirs, translator_of
 from transformer.config.choices import DEFAULT_SCORE_METRICS, SCORE_METRICS, TRANSLATION_CORPORA
 from transformer.errors import InputError
 
@@ -20,7 +20,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "--split test_2016_flickr, languages from the run) or any pair of files "
         "--src-file/--ref-file.",
     )
-    add_model_dir(p)
+    add_model_dirs(p)
     p.add_argument("--data", choices=TRANSLATION_CORPORA,
                    help="a corpus by name (default: the one the run trained on)")
     p.add_argument("--split", help="split of --data (default test_2016_flickr; numbers: test)")
@@ -61,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
                                   split_sentences=args.split_sentences, metrics=metrics)
     opt = translator.options
     if args.json:
-        emit_json({"model": str(args.model), "data": result.name, **result.scores.to_dict(),
+        emit_json({"model": str(args.models[0]), "data": result.name, **result.scores.to_dict(),
                    "beam": opt.beam_size, "length_penalty": opt.length_penalty,
-                   "engine": translator.engine,
+                   "engine": translator.engine, "members": list(translator.members),
                    "max_len_a": opt.max_len_a, "max_len_b": opt.max_len_b,
                    "unknown_lines": result.unknown_lines,
                    "hyp_out": args.hyp_out, "split_sentences": args.split_sentences,

@@ -8,10 +8,16 @@ import logging
 import sys
 from collections.abc import Iterator, Sequence
 from itertools import zip_longest
+from pathlib import Path
 from typing import Any
 
-from transformer.cli.common import add_model_dir, progress
-from transformer.cli.decoding import add_decoding_flags, add_option_flag, translator_of
+from transformer.cli.common import progress
+from transformer.cli.decoding import (
+    add_decoding_flags,
+    add_model_dirs,
+    add_option_flag,
+    translator_of,
+)
 from transformer.errors import InputError
 
 log = logging.getLogger("transformer")
@@ -34,7 +40,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "token (log_prob_per_token). A line "
         "with characters the model's vocabulary lacks gets a warning on standard error (in --json: unknown_pieces); they come out as ⁇.",
     )
-    add_model_dir(p)
+    add_model_dirs(p)
     p.add_argument("sentences", nargs="*", metavar="SENTENCE",
                    help="sentences to translate (quote each); not with -i")
     p.add_argument("-i", "--input", metavar="FILE", help="read sentences from FILE (.gz ok)")
@@ -299,7 +305,7 @@ def _translate_file(args: argparse.Namespace, translator: Any, how: dict[str, An
             number += len(chunk)
         return
     fingerprint = {
-        "verb": "translate", "model": model_fingerprint(args.model), "engine": translator.engine,
+        "verb": "translate", "model": _models_fingerprint(args, translator, model_fingerprint), "engine": translator.engine,
         "precision": str(translator.precision), "window": window,
         "batch_size": translator.batch_size, "options": _jsonable(translator.options),
         "split": args.split_sentences, "json": args.json, "nbest": args.nbest,
@@ -309,6 +315,17 @@ def _translate_file(args: argparse.Namespace, translator: Any, how: dict[str, An
     count = write_resumably(args.output, _file_records(args), window=window, render=render,
                             fingerprint=fingerprint, resume=args.resume, source=args.input)
     log.info("wrote the translations of %d lines to %s", count, args.output)
+
+
+def _models_fingerprint(args: argparse.Namespace, translator: Any, fingerprint: Any) -> Any:
+    """What identifies the model that decodes: the run's fingerprint, or, for an ensemble, each
+    run's record and every member's weights (a snapshot's or the run's)."""
+    if not translator.members:
+        return fingerprint(args.models[0])
+    from transformer.model_dir.cache import file_sha256
+
+    return {"runs": [fingerprint(m) for m in args.models],
+            "members": [file_sha256(Path(path)) for path in translator.members]}
 
 
 def _jsonable(options: Any) -> dict[str, Any]:

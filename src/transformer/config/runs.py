@@ -98,6 +98,18 @@ class _RunConfig:
         return data
 
 
+def check_subword_sampling(alpha: float, model_type: str, field: str = "model_type") -> None:
+    """ConfigError unless ``alpha`` is 0 (off), or positive with a unigram tokenizer: the
+    smoothing of the sampling distribution, ``p(segmentation) ** alpha`` (1: the model's own,
+    near 0: nearly uniform over the best segmentations; Kudo 2018 uses 0.1 to 1)."""
+    if not isinstance(alpha, (int, float)) or alpha < 0:
+        raise ConfigError(Field("subword_sampling"), f" must be 0 (off) or positive, got {alpha!r}")
+    if alpha and model_type != "unigram":
+        raise ConfigError(Field("subword_sampling"), " samples a unigram tokenizer's "
+                          f"segmentations; this run's is {model_type} (", Field(field),
+                          " unigram)")
+
+
 @dataclass(frozen=True)
 class TranslationTrainConfig(_RunConfig):
     """A translation run: data, tokenizer, the model's shape (``model``), optimisation, the loop.
@@ -127,6 +139,9 @@ class TranslationTrainConfig(_RunConfig):
     model_type: str = "bpe"
     byte_fallback: bool = True
     character_coverage: float = 0.9995  # characters kept as pieces; the rarest become bytes or <unk>
+    # SentencePiece sampling of the training side, re-encoded each epoch (0: off; unigram: its
+    # alpha, bpe: the dropout probability)
+    subword_sampling: float = 0.0
     # model
     preset: str = "small"
     model: ModelConfig = field(default_factory=_translation_model)
@@ -204,6 +219,11 @@ class TranslationTrainConfig(_RunConfig):
         if not 0.0 < self.character_coverage <= 1.0:
             raise ConfigError(Field("character_coverage"), " must be in (0, 1], got "
                               f"{self.character_coverage}")
+        check_subword_sampling(self.subword_sampling, self.model_type)
+        if self.subword_sampling and self.data_dir:
+            raise ConfigError(Field("subword_sampling"), ": a prepared ", Field("data_dir"),
+                              " holds its pairs encoded once; sample from the text it was "
+                              "prepared from (", Field("train_src"), "/", Field("train_tgt"), ")")
         check_choice("precision", self.precision, TRAINING_PRECISIONS)
         self.schedule_for(self.model.d_model)
         self.loop_config()
@@ -268,6 +288,7 @@ class ClassifierTrainConfig(_RunConfig):
     tokenizer_type: str = "unigram"
     character_coverage: float = 0.9995
     tokenizer_sample: int | None = 300_000
+    subword_sampling: float = 0.0  # as in TranslationTrainConfig
     # model
     model: ModelConfig = field(default_factory=_classifier_model)
     pooling: str = "mean"
@@ -309,6 +330,7 @@ class ClassifierTrainConfig(_RunConfig):
         check_choice("pos_weight", self.pos_weight, POS_WEIGHTS)
         check_choice("pooling", self.pooling, POOLING)
         check_choice("tokenizer_type", self.tokenizer_type, TOKENIZER_TYPES)
+        check_subword_sampling(self.subword_sampling, self.tokenizer_type, "tokenizer_type")
         for name in ("vocab_size", "batch_tokens", "warmup"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

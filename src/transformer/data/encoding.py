@@ -136,8 +136,14 @@ def encode_pairs(
     *,
     max_len: int,
     on_long: str = "truncate",
+    sampling: float = 0.0,
+    seed: int = 0,
 ) -> EncodedPairs:
     """Tokenize a corpus so that every pair fits a model with ``max_len`` positions.
+
+    ``sampling`` > 0: each side sampled (:meth:`~transformer.data.tokenizer.Tokenizer.sample_batch`
+    with that alpha), the source from ``seed`` and the target from ``seed + 1``, so the same seed
+    gives the same pairs.
 
     A pair is too long when ``len(src) > max_len`` or ``len(tgt) + 1 > max_len`` (the +1 is BOS
     in ``tgt_in`` and EOS in ``tgt_out``). ``on_long="truncate"`` cuts the long side(s) to fit;
@@ -148,8 +154,12 @@ def encode_pairs(
     _check_on_long(on_long)
     if not isinstance(max_len, int) or max_len < 2:
         raise ValueError(f"max_len must be an integer >= 2 (a token plus BOS/EOS), got {max_len!r}")
-    src_ids = src_tok.encode_batch(corpus.src)
-    tgt_ids = tgt_tok.encode_batch(corpus.tgt)
+    if sampling > 0:
+        src_ids = src_tok.sample_batch(corpus.src, alpha=sampling, seed=seed)
+        tgt_ids = tgt_tok.sample_batch(corpus.tgt, alpha=sampling, seed=seed + 1)
+    else:
+        src_ids = src_tok.encode_batch(corpus.src)
+        tgt_ids = tgt_tok.encode_batch(corpus.tgt)
     max_src, max_tgt = max_len, max_len - 1
     encoded = list(zip(src_ids, tgt_ids, strict=True))
     nonempty = [(s, t) for s, t in encoded if s and t]
@@ -169,16 +179,18 @@ def encode_pairs(
 
 
 def encode_classification(
-    data: ClassificationData, tokenizer: Tokenizer, *, max_len: int, on_long: str = "truncate"
+    data: ClassificationData, tokenizer: Tokenizer, *, max_len: int, on_long: str = "truncate",
+    sampling: float = 0.0, seed: int = 0,
 ) -> EncodedTexts:
     """Tokenize texts so that none is longer than ``max_len`` tokens (for a CLS-pooling model
     pass ``model.max_tokens``). Longer texts are truncated or dropped (``on_long``), counted and
-    logged."""
+    logged. ``sampling`` and ``seed``: as for :func:`encode_pairs`."""
     _check_on_long(on_long)
     if not isinstance(max_len, int) or max_len < 1:
         raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
     items, truncated, filtered = _fit(
-        zip(tokenizer.encode_batch(data.texts), data.labels, strict=True),
+        zip(tokenizer.sample_batch(data.texts, alpha=sampling, seed=seed) if sampling > 0
+            else tokenizer.encode_batch(data.texts), data.labels, strict=True),
         too_long=lambda item: len(item[0]) > max_len,
         cut=lambda item: (item[0][:max_len], item[1]),
         on_long=on_long, total=len(data), name=data.name, noun="texts", limit=f"{max_len} tokens",

@@ -353,7 +353,10 @@ def check_precision(model: nn.Module, precision: str) -> None:
 def decoder_for(model: nn.Module, *, pack_weights: bool = True,
                 precision: str = "fp32") -> FastDecoder | None:
     """A :class:`FastDecoder` of ``model`` when it is a ``Transformer``; None for any other model
-    (which the reference path decodes through its ``encode``/``decode``; int8 needs the former)."""
+    (which the reference path decodes through its ``encode``/``decode``; int8 needs the former),
+    and for a model that opens its own sessions (an ``Ensemble``, which keeps its members')."""
+    if callable(getattr(model, "open_session", None)):
+        return None
     if isinstance(model, Transformer):
         return FastDecoder(model, pack_weights=pack_weights, precision=precision)
     if precision == "int8":

@@ -105,7 +105,14 @@ def open_session(
 ) -> Session:
     """The session that decodes ``src`` (N, S): ``decoder``'s (it must be built from ``model``) or
     a new :class:`FastDecoder`'s for a ``Transformer`` with the cache, else the reference.
-    ``precision="int8"`` needs the fast path (the cache and a ``Transformer``)."""
+    ``precision="int8"`` needs the fast path (the cache and a ``Transformer``). A model that opens
+    its own sessions (an ``open_session`` method: :class:`~transformer.decoding.ensemble.Ensemble`)
+    is asked for one, and takes no ``decoder``."""
+    own = getattr(model, "open_session", None)
+    if callable(own):
+        if decoder is not None:
+            raise ValueError(f"decoder=: a {type(model).__name__} keeps its own decoders")
+        return own(src, use_cache=use_cache, pack_weights=pack_weights, precision=precision)
     if decoder is not None and decoder.model is not model:
         raise ValueError("decoder= was built from another model than the one being decoded")
     if decoder is not None and precision == "int8" and decoder.precision != "int8":

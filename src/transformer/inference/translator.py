@@ -89,6 +89,8 @@ class Translator:
     """
 
     engine = "torch"  # what decodes (transformer.inference.engines has the others)
+    # an ensemble's members, their weights files (transformer.inference.ensemble); empty: one model
+    members: tuple[str, ...] = ()
 
     def __init__(
         self,

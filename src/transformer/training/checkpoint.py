@@ -23,28 +23,13 @@ from torch import nn
 from transformer.atomic import existing_dir, replace_dir
 from transformer.errors import InputError, first_line
 from transformer.model_dir import FORMAT_VERSION, WEIGHTS_FILE, load_weights, save_weights, unwrap
+from transformer.model_dir.snapshots import SNAPSHOT_DIR, list_snapshots, snapshot_path  # noqa: F401 - read here too
 
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.pt"
-SNAPSHOT_DIR = "snapshots"
 
 
 # --- snapshots: the weights at recent evaluations, for checkpoint averaging -----------------------
-
-
-def snapshot_path(run_dir: Path | str, step: int) -> Path:
-    return Path(run_dir) / SNAPSHOT_DIR / f"step-{step:07d}.safetensors"
-
-
-def list_snapshots(run_dir: Path | str) -> list[tuple[int, Path]]:
-    """``(step, path)`` of every snapshot in ``RUN_DIR/snapshots/``, oldest first."""
-    found = []
-    folder = Path(run_dir) / SNAPSHOT_DIR
-    for path in folder.glob("step-*.safetensors") if folder.is_dir() else ():
-        digits = path.name[len("step-"):-len(".safetensors")]
-        if digits.isdigit():
-            found.append((int(digits), path))
-    return sorted(found)
 
 
 def save_snapshot(run_dir: Path | str, model: nn.Module, *, step: int, keep: int) -> None:

@@ -20,6 +20,7 @@ from transformer.data.classification import ClassificationData
 from transformer.data.collation import collate_classification
 from transformer.data.encoding import encode_classification
 from transformer.data.epoch_batches import Epochs
+from transformer.data.sampled_epochs import SampledEpochs
 from transformer.data.tokenizer import Tokenizer
 from transformer.errors import InputError
 
@@ -40,7 +41,7 @@ class ClassifierInputs:
     label lists, the multi-label positive weights (or None), and the training set's size and how
     many of its texts were truncated."""
 
-    data: Epochs
+    data: Epochs | SampledEpochs
     valid_ids: list[list[int]]
     valid_labels: list[list[int]]
     pos_weight: torch.Tensor | None
@@ -75,13 +76,27 @@ def classifier_inputs(splits: dict[str, ClassificationData], config: ClassifierT
     if multi_label and config.pos_weight == "sqrt":
         pos_weight = positive_weights(labels, num_labels=num_labels, cap=config.max_pos_weight)
     extra_positions = 1 if config.pooling == "cls" else 0  # the CLS vector's position
-    data = Epochs(
+    collate = functools.partial(collate_classification, num_labels=num_labels,
+                                multi_label=multi_label, pad_id=pad_id)
+    data: Epochs | SampledEpochs = Epochs(
         list(zip(ids, labels, strict=True)),
         widths=[max(len(row), 1) + extra_positions for row in ids],
-        collate=functools.partial(collate_classification, num_labels=num_labels,
-                                  multi_label=multi_label, pad_id=pad_id),
-        max_tokens=config.batch_tokens, max_sentences=config.max_sentences, seed=config.seed,
-        rank=rank, world_size=world_size,
+        collate=collate, max_tokens=config.batch_tokens, max_sentences=config.max_sentences,
+        seed=config.seed, rank=rank, world_size=world_size,
     )
+    if config.subword_sampling > 0:  # the training texts encoded anew each epoch
+        if not hasattr(tokenizer, "sample_batch"):
+            raise InputError("--subword-sampling needs a SentencePiece tokenizer; this run's is "
+                             f"{type(tokenizer).__name__}")
+
+        def encode(seed: int) -> tuple[list, list[int], int]:
+            sampled = encode_classification(train_data, tokenizer, max_len=max_len,
+                                            sampling=config.subword_sampling, seed=seed)
+            widths = [max(len(row), 1) + extra_positions for row, _ in sampled]
+            return list(sampled), widths, max(widths, default=1)
+
+        data = SampledEpochs(encode, collate=collate, max_tokens=config.batch_tokens,
+                             max_sentences=config.max_sentences, seed=config.seed, rank=rank,
+                             world_size=world_size)
     return ClassifierInputs(data, valid_ids, valid_labels, pos_weight, train_examples=len(ids),
                             train_truncated=encoded.num_truncated)

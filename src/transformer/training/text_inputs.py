@@ -19,10 +19,11 @@ from typing import Any
 from transformer.config.runs import TranslationTrainConfig
 from transformer.data.batch_types import Batch
 from transformer.data.collation import collate_pairs
-from transformer.data.encoding import encode_pairs
+from transformer.data.encoding import EncodedPairs, encode_pairs
 from transformer.data.epoch_batches import Epochs
 from transformer.data.parallel import ParallelCorpus
 from transformer.data.prepared.mixing import MixedEpochs
+from transformer.data.sampled_epochs import SampledEpochs
 from transformer.data.token_batch_sampler import TokenBatchSampler
 from transformer.data.tokenizer import Tokenizer
 from transformer.data.tokenizer_pair import train_tokenizers
@@ -82,7 +83,7 @@ class TranslationInputs:
     ``data`` (the Trainer's epochs), the validation batches and BLEU sample, and ``record``
     (config.json's ``data`` section)."""
 
-    data: Epochs | MixedEpochs
+    data: Epochs | MixedEpochs | SampledEpochs
     train_pairs: int
     valid_batches: list[Batch] = field(default_factory=list)
     bleu_sources: list[list[int]] = field(default_factory=list)
@@ -104,8 +105,12 @@ def text_inputs(splits: dict[str, ParallelCorpus], cfg: TranslationTrainConfig, 
     if len(encoded) == 0:
         raise InputError(f"{train.name or 'training data'}: no usable sentence pairs")
     max_tokens = max(cfg.max_tokens, max(encoded.widths))  # one pair always fits a batch
-    data = Epochs(encoded, widths=encoded.lengths, collate=collate_pairs, max_tokens=max_tokens,
-                  seed=cfg.seed, rank=rank, world_size=world_size)
+    data: Epochs | SampledEpochs = Epochs(encoded, widths=encoded.lengths, collate=collate_pairs,
+                                          max_tokens=max_tokens, seed=cfg.seed, rank=rank,
+                                          world_size=world_size)
+    if cfg.subword_sampling > 0:
+        data = sampled_pairs(train, cfg, src_tokenizer, tgt_tokenizer, max_len=max_len,
+                             max_tokens=cfg.max_tokens, rank=rank, world_size=world_size)
     inputs = TranslationInputs(data=data, train_pairs=len(encoded), record={
         "train": train.name, "valid": valid.name if valid is not None else None,
         "train_pairs": len(encoded), "valid_pairs": len(valid) if valid is not None else 0})
@@ -119,6 +124,29 @@ def text_inputs(splits: dict[str, ParallelCorpus], cfg: TranslationTrainConfig, 
             sources, inputs.bleu_references = bleu_sample(valid, k=cfg.bleu_sample, seed=cfg.seed)
             inputs.bleu_sources = [ids[:max_len] for ids in src_tokenizer.encode_batch(sources)]
     return inputs
+
+
+def sampled_pairs(train: ParallelCorpus, cfg: TranslationTrainConfig, src_tokenizer: Tokenizer,
+                  tgt_tokenizer: Tokenizer, *, max_len: int, max_tokens: int, rank: int,
+                  world_size: int) -> SampledEpochs:
+    """The training pairs encoded anew each epoch with SentencePiece's sampling
+    (``cfg.subword_sampling``), from the run's seed and the epoch
+    (:mod:`transformer.data.sampled_epochs`). InputError for a tokenizer that cannot sample."""
+    for tok in (src_tokenizer, tgt_tokenizer):
+        if not hasattr(tok, "sample_batch"):
+            raise InputError(f"--subword-sampling needs SentencePiece tokenizers; this run's are "
+                             f"{type(tok).__name__}")
+
+    def encode(seed: int) -> tuple[EncodedPairs, list[tuple[int, int]], int]:
+        began = time.perf_counter()
+        encoded = encode_pairs(train, src_tokenizer, tgt_tokenizer, max_len=max_len,
+                               on_long=cfg.on_long, sampling=cfg.subword_sampling, seed=seed)
+        _stage("sample", began, f"{len(encoded):,} training pairs, "
+               f"{sum(s + t for s, t in encoded.lengths):,} tokens")
+        return encoded, encoded.lengths, max(encoded.widths, default=1)
+
+    return SampledEpochs(encode, collate=collate_pairs, max_tokens=max_tokens, seed=cfg.seed,
+                         rank=rank, world_size=world_size)
 
 
 @dataclass(frozen=True)
