@@ -12,15 +12,19 @@ The batch runs in the model's own worker thread, so the event loop keeps accepti
 answering requests meanwhile, and requests that arrive while the model runs form the next batch.
 ``max_requests=1`` turns batching off: every request runs alone, in arrival order.
 
-The bound (``max_queue_s``) is the wait the queue implies, not a count: the source tokens waiting
-and running, over the tokens per second the model's recent batches ran at (or the running batch
-runs at, when it is already slower: the machine got busier). A request that would take it past
-the bound is refused at once (:class:`Overloaded`, with a time to retry after), as is any request
-while the oldest one waiting has waited longer than the bound (what the estimate missed), so
-the requests let in keep their latency and the memory stays flat however many clients come; an
-empty queue always takes one. Until a first batch has been timed, the queue holds one batch's
-budget. A request still queued when its ``timeout_s`` runs out leaves the queue
-(:class:`DeadlineExpired`); one whose batch has started runs to its answer.
+The bound (``max_queue_s``) is on when a request's answer is due, not on a count: a request is
+let in only if what is left of the running batch, every request let in and not started, and the
+request itself would be done within the bound, each costed at the server's measured seconds per
+request and per source token (:class:`~transformer.serving.cost.ServiceCost`, fitted on the
+recent batches' service times: the server's wall time for each, event loop included, so that a
+burst of many requests is costed for its requests as well as its tokens). When the running batch
+has already taken longer than its cost says (the machine got busier), everything queued is costed
+that much slower. A request past the bound is refused at once (:class:`Overloaded`, with a time
+to retry after), as is any request while the oldest one waiting has waited longer than the bound
+(what the estimate missed), so the requests let in keep their latency and the memory stays flat
+however many clients come; an empty queue always takes one. Until a first batch has been timed,
+the queue holds one batch's budget. A request still queued when its ``timeout_s`` runs out leaves
+the queue (:class:`DeadlineExpired`); one whose batch has started runs to its answer.
 
 A request whose client went away before its batch started is dropped; one that goes away later
 simply has its result thrown away. ``stop(drain=True)`` answers every request let in first.
@@ -39,8 +43,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from transformer.serving.cost import ServiceCost
+
 log = logging.getLogger(__name__)
-RATE_WEIGHT = 0.3  # weight of the newest batch in the tokens-per-second estimate
 
 
 class Overloaded(Exception):
@@ -73,7 +78,7 @@ class Batcher:
     """Gathers :class:`Job` s for ``run`` (a function of a list of payloads returning one result
     per payload, in order), called in ``executor`` (one thread: the model is used by one batch at a
     time). ``on_batch(size, tokens)`` is told about every batch run (for the metrics);
-    ``max_queue_s`` bounds the queue by the wait it implies (None: unbounded)."""
+    ``max_queue_s`` bounds when an admitted request's answer is due (None: unbounded)."""
 
     def __init__(self, run: Callable[[Sequence[Any]], list[Any]], *, executor: ThreadPoolExecutor,
                  max_wait_s: float = 0.01, max_tokens: int = 4096, max_requests: int = 256,
@@ -92,11 +97,14 @@ class Batcher:
         self.max_requests = max_requests
         self.on_batch = on_batch
         self.max_queue_s = max_queue_s
-        self.rate: float | None = None  # source tokens per second of the recent batches
+        self.cost = ServiceCost()  # seconds per request and per token of the recent batches
         self.waiting_tokens = 0  # of the requests let in and not yet started
+        self.waiting_requests = 0
         self.running_tokens = 0
+        self.running_requests = 0
         self.clock = time.perf_counter  # what queue ages and batch times are read on
-        self._began = 0.0  # when the running batch started, on the clock
+        self._began = 0.0  # when the server could start on the running batch, on the clock
+        self._ended = -math.inf  # when the last batch's answers were handed back
         self._queue: deque[Job] = deque()
         self._arrived: asyncio.Event | None = None
         self._pending: set[asyncio.Future] = set()  # every request let in and not answered
@@ -128,17 +136,23 @@ class Batcher:
             if not future.done():
                 future.set_exception(RuntimeError("the server is stopping"))
 
-    def implied_wait(self, tokens: int = 0) -> float | None:
-        """Seconds the work queued and running (and ``tokens`` more) would take at the recent
-        rate, or at the running batch's own when it has already run longer than that rate
-        allows; None before a first batch has been timed."""
-        if self.rate is None:
+    def implied_wait(self, tokens: int = 0, requests: int = 0) -> float | None:
+        """Seconds until the work let in (what is left of the running batch, then every request
+        not started) and ``requests`` more requests of ``tokens`` tokens would be done, at the
+        measured cost, or that much slower as the running batch has already overrun its own;
+        None before a first batch has been timed."""
+        queued = self.cost.seconds(requests=self.waiting_requests + requests,
+                                   tokens=self.waiting_tokens + tokens)
+        if queued is None:
             return None
-        rate = self.rate
-        running_s = self.clock() - self._began
-        if self.running_tokens and running_s * rate > self.running_tokens:
-            rate = self.running_tokens / running_s
-        return (self.waiting_tokens + self.running_tokens + tokens) / rate
+        left, slower = 0.0, 1.0
+        if self.running_requests:
+            running = self.cost.seconds(requests=self.running_requests, tokens=self.running_tokens)
+            elapsed = self.clock() - self._began
+            left = max(running - elapsed, 0.0)  # type: ignore[operator]
+            if running and elapsed > running:
+                slower = elapsed / running
+        return left + queued * slower
 
     def oldest_wait(self) -> float:
         """Seconds the oldest request not yet started has waited (0 with none)."""
@@ -154,9 +168,9 @@ class Batcher:
         return None
 
     def _admit(self, tokens: int) -> None:
-        if self.max_queue_s is None or self.waiting_tokens == 0:
+        if self.max_queue_s is None or self.waiting_requests == 0:
             return
-        wait = self.implied_wait(tokens)
+        wait = self.implied_wait(tokens, 1)
         if wait is None:
             if self.waiting_tokens + tokens <= self.max_tokens:
                 return
@@ -178,6 +192,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         job = Job(payload, tokens, loop.create_future(), self.clock(), call=call)
         self.waiting_tokens += tokens
+        self.waiting_requests += 1
         self._pending.add(job.future)
         job.future.add_done_callback(lambda _: self._finished(job))
         if timeout_s is not None:
@@ -198,6 +213,7 @@ class Batcher:
         if job.started:
             return
         self.waiting_tokens -= job.tokens
+        self.waiting_requests -= 1
         job.started = True  # never counted again
         if self._held is job:
             self._held = None
@@ -252,7 +268,9 @@ class Batcher:
             tokens += job.tokens
             if job.timer is not None:
                 job.timer.cancel()
+        self.waiting_requests -= len(batch)
         self.running_tokens += tokens
+        self.running_requests += len(batch)
         return tokens
 
     async def _loop(self) -> None:
@@ -262,7 +280,9 @@ class Batcher:
             if not batch:
                 continue
             tokens = self._start(batch)
-            self._began = begun = self.clock()
+            # the server's time for this batch starts when it could start on it: at the last
+            # batch's end, or at its first request's arrival on an idle server
+            self._began = begun = max(self._ended, min(job.queued_at for job in batch))
             try:
                 if batch[0].call is not None:
                     results = [await loop.run_in_executor(self.executor, batch[0].call)]
@@ -275,17 +295,16 @@ class Batcher:
                 for job in batch:
                     if not job.future.done():
                         job.future.set_exception(err)
+                self._ended = self.clock()
                 continue
             finally:
                 self.running_tokens -= tokens
-            if batch[0].call is None:
-                self._timed(tokens, self.clock() - begun)
-                if self.on_batch is not None:
-                    self.on_batch(len(batch), tokens)
+                self.running_requests -= len(batch)
             for job, result in zip(batch, results, strict=True):
                 if not job.future.done():
                     job.future.set_result(result)
-
-    def _timed(self, tokens: int, seconds: float) -> None:
-        now = tokens / max(seconds, 1e-6)
-        self.rate = now if self.rate is None else (1 - RATE_WEIGHT) * self.rate + RATE_WEIGHT * now
+            self._ended = self.clock()
+            if batch[0].call is None:
+                self.cost.observe(requests=len(batch), tokens=tokens, seconds=self._ended - begun)
+                if self.on_batch is not None:
+                    self.on_batch(len(batch), tokens)
