@@ -93,6 +93,26 @@ def test_a_request_is_let_in_only_if_due_within_the_bound(extra):
     assert got == (["a"] if extra else ["a", "b"])
 
 
+@pytest.mark.parametrize("waited_s", [0.0, 0.5])
+def test_the_time_a_request_spent_in_the_server_already_counts(waited_s):
+    """Due at 1.6 s from now against a 2-second bound: in when it just came, out when it spent
+    0.5 s in the server before reaching the queue (read and checked behind a burst)."""
+
+    async def body(batcher, held):
+        costed(batcher, per_request_s=0.2, per_token_s=0.1)
+        fake_clock(batcher)
+        first = asyncio.ensure_future(batcher.submit("a", tokens=5))
+        await until(lambda: batcher.queued == 1)
+        second = asyncio.ensure_future(batcher.submit("b", tokens=0, waited_s=waited_s))
+        await asyncio.sleep(0)
+        held.release.set()
+        return await first, await asyncio.gather(second, return_exceptions=True)
+
+    first, (second,) = with_busy_batcher(body, max_queue_s=2.0)
+    assert first == "a"
+    assert isinstance(second, Overloaded) if waited_s else second == "b"
+
+
 def test_each_request_admitted_and_not_started_costs_its_own_part():
     """A burst of one-token requests at 0.2 s a request and 0.1 s a token, behind 0.7 s running,
     with a 2-second bound: four (0.3 s each) get in, the fifth would be due at 2.2 s and is

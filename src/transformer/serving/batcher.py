@@ -162,33 +162,36 @@ class Batcher:
     def full(self) -> float | None:
         """Seconds to retry after when even a one-token request would be refused now, else None."""
         try:
-            self._admit(1)
+            self._admit(1, 0.0)
         except Overloaded as err:
             return err.retry_after_s
         return None
 
-    def _admit(self, tokens: int) -> None:
+    def _admit(self, tokens: int, waited_s: float) -> None:
         if self.max_queue_s is None or self.waiting_requests == 0:
             return
         wait = self.implied_wait(tokens, 1)
         if wait is None:
             if self.waiting_tokens + tokens <= self.max_tokens:
                 return
-        elif wait <= self.max_queue_s and self.oldest_wait() <= self.max_queue_s:
+        elif waited_s + wait <= self.max_queue_s and self.oldest_wait() <= self.max_queue_s:
             return
         raise Overloaded(max(1.0, math.ceil(self.implied_wait() or 1.0)))
 
     async def submit(self, payload: Any, *, tokens: int, timeout_s: float | None = None,
-                     call: Callable[[], Any] | None = None) -> Any:
+                     call: Callable[[], Any] | None = None, waited_s: float = 0.0) -> Any:
         """Queue ``payload`` (``tokens`` source tokens) and wait for its result; the run
         function's exception is raised here for the requests of a failed batch. ``call``: run
         this function alone instead, in the model's thread and in queue order (its result or
-        exception is the request's). Raises :class:`Overloaded` at once when the queue is full
-        and :class:`DeadlineExpired` when ``timeout_s`` passes before the request started."""
+        exception is the request's). ``waited_s``: how long the request has been in the server
+        already (read, checked), counted against the bound and its ``timeout_s``. Raises
+        :class:`Overloaded` at once when the queue is full and :class:`DeadlineExpired` when
+        ``timeout_s`` passes before the request started."""
         if self._arrived is None:
             raise RuntimeError("the batcher is not started")
         tokens = max(1, tokens)
-        self._admit(tokens)
+        waited_s = max(0.0, waited_s)
+        self._admit(tokens, waited_s)
         loop = asyncio.get_running_loop()
         job = Job(payload, tokens, loop.create_future(), self.clock(), call=call)
         self.waiting_tokens += tokens
@@ -196,7 +199,7 @@ class Batcher:
         self._pending.add(job.future)
         job.future.add_done_callback(lambda _: self._finished(job))
         if timeout_s is not None:
-            job.timer = loop.call_later(timeout_s, self._expire, job)
+            job.timer = loop.call_later(max(0.0, timeout_s - waited_s), self._expire, job)
         self._queue.append(job)
         self._arrived.set()
         return await job.future

@@ -39,6 +39,7 @@ LIBRETRANSLATE_PATHS = frozenset({"/translate", "/detect", "/languages"})
 # 429, a deadline passed 500
 LIBRETRANSLATE_STATUS = {404: 400, 413: 400, 422: 400, 503: 429, 504: 500}
 CORS_ANY = [(b"access-control-allow-origin", b"*")]
+ARRIVED = "transformer.arrived"  # the scope's key: when the request's body was in (perf_counter)
 
 
 def libretranslate_status(status: int) -> int:
@@ -231,6 +232,9 @@ class Guard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        # from here on the server keeps the request waiting: what the model's queue counts
+        # against its bound (not a slow client's own sending)
+        scope[ARRIVED] = time.perf_counter()
         try:
             body.decode("utf-8")
         except UnicodeDecodeError as err:

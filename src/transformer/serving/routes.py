@@ -23,6 +23,7 @@ from fastapi.responses import FileResponse, PlainTextResponse
 from transformer.errors import InputError
 from transformer.serving.batcher import Batcher, DeadlineExpired, Overloaded
 from transformer.serving.errors import ApiError
+from transformer.serving.guard import ARRIVED
 from transformer.serving.models import ServedModel
 from transformer.serving.reload import reload_changed
 from transformer.serving.schemas import (
@@ -74,16 +75,20 @@ async def _disconnect(request: Any) -> None:
 async def queued(request: Request, model: ServedModel, payload: Any, *, tokens: int,
                  timeout_ms: int | None, **submit: Any) -> Any:
     """``payload`` through ``model``'s batcher (queued, batched, answered), waiting at most the
-    server's ``--timeout-s`` or the request's shorter ``timeout_ms`` in the queue: ApiError 503
+    server's ``--timeout-s`` or the request's shorter ``timeout_ms`` since it came: ApiError 503
     (with ``Retry-After``) when the queue is full, 504 when the wait runs out; both counted
     (``submit``: :func:`submit_unless_gone`'s ``gone`` and the batcher's ``call``)."""
     state = server_state(request)
     timeout_s = state.settings.timeout_s
     if timeout_ms is not None:
         timeout_s = min(timeout_s, timeout_ms / 1000)
+    # the time the request spent in the server before its first trip through a queue counts
+    # (a stream's later parts come later by its own doing)
+    arrived = request.scope.pop(ARRIVED, None)
+    waited_s = time.perf_counter() - arrived if arrived is not None else 0.0
     try:
         return await submit_unless_gone(request, state.batchers[model.name], payload, tokens=tokens,
-                                        timeout_s=timeout_s, **submit)
+                                        timeout_s=timeout_s, waited_s=waited_s, **submit)
     except Overloaded as err:
         state.metrics.shed[(model.name, "queue_full")] += 1
         retry = str(max(1, math.ceil(err.retry_after_s)))
