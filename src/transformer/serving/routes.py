@@ -18,7 +18,7 @@ from importlib.resources import files
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, PlainTextResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 
 from transformer.errors import InputError
 from transformer.serving.batcher import Batcher, DeadlineExpired, Overloaded
@@ -104,6 +104,13 @@ async def queued(request: Request, model: ServedModel, payload: Any, *, tokens: 
 def _rounded(maps: list[Any]) -> list[Any]:
     """Per-layer (H, Lq, Lk) tensors -> nested lists with 4 decimals (keeps the JSON small)."""
     return [m.float().round(decimals=4).tolist() for m in maps]
+
+
+def answer(body: dict[str, Any]) -> JSONResponse:
+    """``body`` (plain JSON values: dicts, lists, str, int, float, bool, None) as the JSON answer
+    FastAPI would render for it, without its encoder's walk through every value first (a fifth
+    of a millisecond for eight translations, on the event loop every request waits on)."""
+    return JSONResponse(body)
 
 
 def _elapsed_ms(start: float) -> dict[str, float]:
@@ -204,7 +211,7 @@ def translate_job(req: TranslateRequest, request: Request) -> TranslateJob:
     return TranslateJob(state, model, options, prefixes, phrases, _tag_of(req, model))
 
 
-async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
+async def translate(req: TranslateRequest, request: Request) -> JSONResponse:
     start = time.perf_counter()
     job = translate_job(req, request)
     state, model, options, prefixes, phrases, tag = (job.state, job.model, job.options, job.prefixes,
@@ -216,16 +223,16 @@ async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
         work = html_work(req, model, options=options, tag=tag)
         found = await queued(request, model, None, tokens=tokens, timeout_ms=req.timeout_ms, call=work)
         state.metrics.sentences[model.name] += len(req.texts)
-        return {"model": model.name, "translations": html_rows(found), "timing": _elapsed_ms(start)}
+        return answer({"model": model.name, "translations": html_rows(found), "timing": _elapsed_ms(start)})
     found = await queued(request, model, (list(req.texts), options, req.split, prefixes, tag, phrases),
                          tokens=tokens, timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)
     out = [t.to_dict(nbest=req.nbest is not None, alignments=bool(req.alignments))
            for t in found]
-    return {"model": model.name, "translations": out, "timing": _elapsed_ms(start)}
+    return answer({"model": model.name, "translations": out, "timing": _elapsed_ms(start)})
 
 
-async def classify(req: ClassifyRequest, request: Request) -> dict[str, Any]:
+async def classify(req: ClassifyRequest, request: Request) -> JSONResponse:
     start = time.perf_counter()
     state = server_state(request)
     model = pick(state.served, req.model, "classification")
@@ -233,9 +240,10 @@ async def classify(req: ClassifyRequest, request: Request) -> dict[str, Any]:
     rows = await queued(request, model, list(req.texts), tokens=model.count_tokens(req.texts),
                         timeout_ms=req.timeout_ms)
     state.metrics.sentences[model.name] += len(req.texts)
-    return {"model": model.name, "results": [{"text": t, **r} for t, r in zip(req.texts, rows, strict=True)],
-            "multi_label": bool(model.classifier.multi_label), "thresholds": model.thresholds(),
-            "timing": _elapsed_ms(start)}
+    return answer({"model": model.name,
+                   "results": [{"text": t, **r} for t, r in zip(req.texts, rows, strict=True)],
+                   "multi_label": bool(model.classifier.multi_label), "thresholds": model.thresholds(),
+                   "timing": _elapsed_ms(start)})
 
 
 def _attention_text(req: AttentionRequest, model: ServedModel) -> tuple[str, list[str]]:
