@@ -14,10 +14,11 @@ answering requests meanwhile, and requests that arrive while the model runs form
 
 The bound (``max_queue_s``) is on when a request's answer is due, not on a count: a request is
 let in only if what is left of the running batch, every request let in and not started, and the
-request itself would be done within the bound, each costed at the server's measured seconds per
-request and per source token (:class:`~transformer.serving.cost.ServiceCost`, fitted on the
-recent batches' service times: the server's wall time for each, event loop included, so that a
-burst of many requests is costed for its requests as well as its tokens). When the running batch
+request itself would be done within the bound, costed at the server's measured seconds per
+batch, per request and per source token (:class:`~transformer.serving.cost.ServiceCost`, fitted
+on the recent batches' service times: the server's wall time for each, event loop included, so
+that a burst of many requests is costed for its requests as well as its tokens; the queue as one
+batch per ``max_tokens`` of its tokens). When the running batch
 has already taken longer than its cost says (the machine got busier), everything queued is costed
 that much slower. A request past the bound is refused at once (:class:`Overloaded`, with a time
 to retry after), as is any request while the oldest one waiting has waited longer than the bound
@@ -141,8 +142,11 @@ class Batcher:
         not started) and ``requests`` more requests of ``tokens`` tokens would be done, at the
         measured cost, or that much slower as the running batch has already overrun its own;
         None before a first batch has been timed."""
-        queued = self.cost.seconds(requests=self.waiting_requests + requests,
-                                   tokens=self.waiting_tokens + tokens)
+        waiting = self.waiting_tokens + tokens
+        # the batches the queue will take: one a batch budget of tokens (none for an empty queue)
+        batches = math.ceil(waiting / self.max_tokens) if self.waiting_requests + requests else 0
+        queued = self.cost.seconds(batches=batches, requests=self.waiting_requests + requests,
+                                   tokens=waiting)
         if queued is None:
             return None
         left, slower = 0.0, 1.0
