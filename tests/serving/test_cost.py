@@ -20,7 +20,7 @@ def reference_fit(batches, decay=DECAY):
 def fed(batches, **kw):
     cost = ServiceCost(**kw)
     for requests, tokens, seconds in batches:
-        cost.observe(requests=requests, tokens=tokens, seconds=seconds)
+        cost.observe(texts=requests, tokens=tokens, seconds=seconds)
     return cost
 
 
@@ -32,9 +32,9 @@ def test_exact_batches_give_back_every_part(per_batch):
                for r, t in [(1, 10), (4, 12), (2, 60), (8, 80), (3, 9)]]
     cost = fed(batches)
     assert cost.per_batch_s == pytest.approx(per_batch, abs=1e-9)
-    assert cost.per_request_s == pytest.approx(0.004)
+    assert cost.per_text_s == pytest.approx(0.004)
     assert cost.per_token_s == pytest.approx(0.0005)
-    assert cost.seconds(batches=2, requests=10, tokens=100) == pytest.approx(2 * per_batch + 0.09)
+    assert cost.seconds(batches=2, texts=10, tokens=100) == pytest.approx(2 * per_batch + 0.09)
 
 
 def test_noisy_batches_match_weighted_least_squares():
@@ -44,7 +44,7 @@ def test_noisy_batches_match_weighted_least_squares():
     c, a, b = reference_fit(batches)
     assert a > 0 and b > 0 and c > 0
     cost = fed(batches)
-    assert (cost.per_batch_s, cost.per_request_s, cost.per_token_s) == \
+    assert (cost.per_batch_s, cost.per_text_s, cost.per_token_s) == \
         (pytest.approx(c), pytest.approx(a), pytest.approx(b))
 
 
@@ -54,14 +54,14 @@ def test_newer_batches_weigh_more():
     batches = [(r, t, 0.004 * r + 0.0005 * t) for r, t in shapes * 3]
     batches += [(r, t, 3 * (0.004 * r + 0.0005 * t)) for r, t in shapes * 6]
     cost = fed(batches)
-    assert cost.seconds(requests=1, tokens=10) == pytest.approx(3 * 0.009, rel=0.02)
+    assert cost.seconds(texts=1, tokens=10) == pytest.approx(3 * 0.009, rel=0.02)
 
 
 def test_batches_of_one_shape_put_the_cost_on_tokens():
     """Every request of 12 tokens: requests and tokens cannot be told apart; tokens carry it (an
     eight-sentence request then costs eight one-sentence ones, not one)."""
     cost = fed([(n, 12 * n, 0.006 * n) for n in (1, 2, 4, 8)])
-    assert cost.per_request_s == cost.per_batch_s == 0.0
+    assert cost.per_text_s == cost.per_batch_s == 0.0
     assert cost.per_token_s == pytest.approx(0.0005)
 
 
@@ -76,30 +76,30 @@ def test_one_sentence_requests_with_a_cost_a_batch_do_not_cost_a_long_request_as
         batches.append((n, tokens, 0.07 + 0.0005 * tokens))
     cost = fed(batches)
     assert cost.per_batch_s == pytest.approx(0.07) and cost.per_token_s == pytest.approx(0.0005)
-    assert cost.per_request_s == pytest.approx(0.0, abs=1e-9)
+    assert cost.per_text_s == pytest.approx(0.0, abs=1e-9)
 
 
 @pytest.mark.parametrize(("part", "batches"), [
     ("per_token_s", [(1, 10, 0.010), (1, 100, 0.009), (2, 10, 0.020), (3, 50, 0.030)]),
-    ("per_request_s", [(1, 10, 0.001), (10, 10, 0.0009), (1, 100, 0.01), (5, 50, 0.005)]),
+    ("per_text_s", [(1, 10, 0.001), (10, 10, 0.0009), (1, 100, 0.01), (5, 50, 0.005)]),
 ])
 def test_neither_part_is_negative(part, batches):
     """Where the unconstrained fit would make one part negative, it is 0 and the other fits alone."""
     cost = fed(batches)
     assert getattr(cost, part) == 0.0
-    assert min(cost.per_batch_s, cost.per_request_s, cost.per_token_s) >= 0
-    assert cost.per_batch_s + cost.per_request_s + cost.per_token_s > 0
+    assert min(cost.per_batch_s, cost.per_text_s, cost.per_token_s) >= 0
+    assert cost.per_batch_s + cost.per_text_s + cost.per_token_s > 0
 
 
 def test_unknown_until_a_batch_and_bad_input():
     cost = ServiceCost()
-    assert not cost.known and cost.seconds(requests=1, tokens=1) is None
+    assert not cost.known and cost.seconds(texts=1, tokens=1) is None
     with pytest.raises(ValueError, match="decay must be in"):
         ServiceCost(decay=1.0)
-    with pytest.raises(ValueError, match="a batch of 0 requests"):
-        cost.observe(requests=0, tokens=1, seconds=0.1)
-    cost.observe(requests=1, tokens=0, seconds=0.01)  # an empty text still costs its request
-    assert cost.per_request_s == pytest.approx(0.01) and cost.per_token_s == cost.per_batch_s == 0.0
+    with pytest.raises(ValueError, match="a batch of 0 texts"):
+        cost.observe(texts=0, tokens=1, seconds=0.1)
+    cost.observe(texts=1, tokens=0, seconds=0.01)  # an empty text still costs its text
+    assert cost.per_text_s == pytest.approx(0.01) and cost.per_token_s == cost.per_batch_s == 0.0
 
 
 def test_batches_of_one_request_put_the_cost_on_the_request():
@@ -107,4 +107,4 @@ def test_batches_of_one_request_put_the_cost_on_the_request():
     request cannot be told apart; the request carries it, which never undercosts a burst."""
     cost = fed([(1, t, 0.03 + 0.0001 * t) for t in (5, 40, 5, 40, 5)])
     assert cost.per_batch_s == 0.0
-    assert cost.per_request_s == pytest.approx(0.03) and cost.per_token_s == pytest.approx(0.0001)
+    assert cost.per_text_s == pytest.approx(0.03) and cost.per_token_s == pytest.approx(0.0001)

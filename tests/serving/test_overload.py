@@ -60,9 +60,9 @@ def with_busy_batcher(body, **kw):
     return asyncio.run(main())
 
 
-def costed(batcher, *, per_request_s, per_token_s):
-    """Fix ``batcher``'s cost (seconds per request and per token) as if measured."""
-    batcher.cost = ServiceCost(per_request_s=per_request_s, per_token_s=per_token_s)
+def costed(batcher, *, per_text_s, per_token_s):
+    """Fix ``batcher``'s cost (seconds per text and per token) as if measured."""
+    batcher.cost = ServiceCost(per_text_s=per_text_s, per_token_s=per_token_s)
 
 
 @pytest.mark.parametrize("extra", [0, 1])
@@ -72,7 +72,7 @@ def test_a_request_is_let_in_only_if_due_within_the_bound(extra):
     gets in, one of 5 is not; what was let in is answered, what was refused never runs."""
 
     async def body(batcher, held):
-        costed(batcher, per_request_s=0.2, per_token_s=0.1)
+        costed(batcher, per_text_s=0.2, per_token_s=0.1)
         fake_clock(batcher)
         first = asyncio.ensure_future(batcher.submit("a", tokens=5))
         await until(lambda: batcher.queued == 1)
@@ -99,7 +99,7 @@ def test_the_time_a_request_spent_in_the_server_already_counts(waited_s):
     0.5 s in the server before reaching the queue (read and checked behind a burst)."""
 
     async def body(batcher, held):
-        costed(batcher, per_request_s=0.2, per_token_s=0.1)
+        costed(batcher, per_text_s=0.2, per_token_s=0.1)
         fake_clock(batcher)
         first = asyncio.ensure_future(batcher.submit("a", tokens=5))
         await until(lambda: batcher.queued == 1)
@@ -119,7 +119,7 @@ def test_each_request_admitted_and_not_started_costs_its_own_part():
     refused; counted by tokens alone, all twelve would have fitted."""
 
     async def body(batcher, held):
-        costed(batcher, per_request_s=0.2, per_token_s=0.1)
+        costed(batcher, per_text_s=0.2, per_token_s=0.1)
         fake_clock(batcher)
         jobs = [asyncio.ensure_future(batcher.submit(i, tokens=1)) for i in range(12)]
         await asyncio.sleep(0)
@@ -166,7 +166,7 @@ def test_a_running_batch_that_overran_its_cost_slows_the_queue_as_much():
     two tokens more 2.2 s (out)."""
 
     async def body(batcher, held):
-        costed(batcher, per_request_s=0.0, per_token_s=0.1)
+        costed(batcher, per_text_s=0.0, per_token_s=0.1)
         now = fake_clock(batcher)
         a = asyncio.ensure_future(batcher.submit("a", tokens=1))
         await until(lambda: batcher.queued == 1)
@@ -190,7 +190,7 @@ def test_a_queue_whose_oldest_request_waited_past_the_bound_takes_no_more(waited
     the bound, new ones are refused: just under it still in, just past it out."""
 
     async def body(batcher, held):
-        costed(batcher, per_request_s=0.0, per_token_s=1e-6)
+        costed(batcher, per_text_s=0.0, per_token_s=1e-6)
         now = fake_clock(batcher)
         a = asyncio.ensure_future(batcher.submit("a", tokens=1))
         await until(lambda: batcher.queued == 1)
@@ -211,7 +211,7 @@ def test_a_queue_whose_oldest_request_waited_past_the_bound_takes_no_more(waited
 
 def test_without_a_bound_the_queue_takes_everything():
     async def body(batcher, held):
-        costed(batcher, per_request_s=1e9, per_token_s=1e9)
+        costed(batcher, per_text_s=1e9, per_token_s=1e9)
         jobs = [asyncio.ensure_future(batcher.submit(i, tokens=100)) for i in range(20)]
         await until(lambda: batcher.queued == 20)
         held.release.set()
@@ -320,7 +320,7 @@ def test_a_timed_batch_sets_the_cost_from_the_requests_arrival_on_an_idle_server
             assert not batcher.cost.known and batcher.implied_wait() is None
             await batcher.submit(1, tokens=7)
             await batcher.stop()
-            return batcher.cost.seconds(requests=1, tokens=7)
+            return batcher.cost.seconds(texts=1, tokens=7)
 
     assert asyncio.run(main()) >= 0.05
 
@@ -406,7 +406,7 @@ def test_a_full_queue_answers_503_with_retry_after(make_client, served, monkeypa
     with ThreadPoolExecutor(2) as pool:
         busy = pool.submit(client.post, "/v1/translate", json=BODY)
         wait_for(lambda: batcher.running_tokens > 0, "the first request never ran")
-        costed(batcher, per_request_s=1e6, per_token_s=1e6)  # any queue is weeks of work
+        costed(batcher, per_text_s=1e6, per_token_s=1e6)  # any queue is weeks of work
         queued = pool.submit(client.post, "/v1/translate", json=BODY)
         wait_for(lambda: batcher.queued == 1, "the second request never queued")
         refused = client.post("/v1/translate", json=BODY)
@@ -434,7 +434,7 @@ def test_when_every_queue_is_full_a_request_is_refused_unparsed(make_client, ser
         busy = [pool.submit(client.post, path, json=body) for path, body in bodies.items()]
         wait_for(lambda: all(sizes for _, sizes in held), "the first requests never ran")
         for batcher in batchers.values():
-            costed(batcher, per_request_s=1e6, per_token_s=1e6)
+            costed(batcher, per_text_s=1e6, per_token_s=1e6)
         queued = [pool.submit(client.post, path, json=body) for path, body in bodies.items()]
         wait_for(lambda: all(b.queued == 1 for b in batchers.values()), "never queued")
         refused = client.post("/v1/attention", **junk)

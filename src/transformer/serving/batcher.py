@@ -15,9 +15,9 @@ answering requests meanwhile, and requests that arrive while the model runs form
 The bound (``max_queue_s``) is on when a request's answer is due, not on a count: a request is
 let in only if what is left of the running batch, every request let in and not started, and the
 request itself would be done within the bound, costed at the server's measured seconds per
-batch, per request and per source token (:class:`~transformer.serving.cost.ServiceCost`, fitted
+batch, per text and per source token (:class:`~transformer.serving.cost.ServiceCost`, fitted
 on the recent batches' service times: the server's wall time for each, event loop included, so
-that a burst of many requests is costed for its requests as well as its tokens; the queue as one
+that a burst of many requests is costed for its texts as well as its tokens; the queue as one
 batch per ``max_tokens`` of its tokens). When the running batch
 has already taken longer than its cost says (the machine got busier), everything queued is costed
 that much slower. A request past the bound is refused at once (:class:`Overloaded`, with a time
@@ -69,6 +69,7 @@ class Job:
     payload: Any
     tokens: int
     future: asyncio.Future = field(repr=False)
+    texts: int = 1  # what the cost counts a request as (its texts, one at least)
     queued_at: float = 0.0
     call: Callable[[], Any] | None = field(default=None, repr=False)
     started: bool = False  # handed to the model: it runs to its answer
@@ -101,8 +102,10 @@ class Batcher:
         self.cost = ServiceCost()  # seconds per request and per token of the recent batches
         self.waiting_tokens = 0  # of the requests let in and not yet started
         self.waiting_requests = 0
+        self.waiting_texts = 0
         self.running_tokens = 0
         self.running_requests = 0
+        self.running_texts = 0
         self.clock = time.perf_counter  # what queue ages and batch times are read on
         self._began = 0.0  # when the server could start on the running batch, on the clock
         self._ended = -math.inf  # when the last batch's answers were handed back
@@ -137,21 +140,20 @@ class Batcher:
             if not future.done():
                 future.set_exception(RuntimeError("the server is stopping"))
 
-    def implied_wait(self, tokens: int = 0, requests: int = 0) -> float | None:
+    def implied_wait(self, tokens: int = 0, texts: int = 0) -> float | None:
         """Seconds until the work let in (what is left of the running batch, then every request
-        not started) and ``requests`` more requests of ``tokens`` tokens would be done, at the
-        measured cost, or that much slower as the running batch has already overrun its own;
-        None before a first batch has been timed."""
+        not started) and a request of ``texts`` texts and ``tokens`` tokens more would be done
+        (none: ``texts`` 0), at the measured cost, or that much slower as the running batch has
+        already overrun its own; None before a first batch has been timed."""
         waiting = self.waiting_tokens + tokens
         # the batches the queue will take: one a batch budget of tokens (none for an empty queue)
-        batches = math.ceil(waiting / self.max_tokens) if self.waiting_requests + requests else 0
-        queued = self.cost.seconds(batches=batches, requests=self.waiting_requests + requests,
-                                   tokens=waiting)
+        batches = math.ceil(waiting / self.max_tokens) if self.waiting_texts + texts else 0
+        queued = self.cost.seconds(batches=batches, texts=self.waiting_texts + texts, tokens=waiting)
         if queued is None:
             return None
         left, slower = 0.0, 1.0
         if self.running_requests:
-            running = self.cost.seconds(requests=self.running_requests, tokens=self.running_tokens)
+            running = self.cost.seconds(texts=self.running_texts, tokens=self.running_tokens)
             elapsed = self.clock() - self._began
             left = max(running - elapsed, 0.0)  # type: ignore[operator]
             if running and elapsed > running:
@@ -166,15 +168,15 @@ class Batcher:
     def full(self) -> float | None:
         """Seconds to retry after when even a one-token request would be refused now, else None."""
         try:
-            self._admit(1, 0.0)
+            self._admit(1, 1, 0.0)
         except Overloaded as err:
             return err.retry_after_s
         return None
 
-    def _admit(self, tokens: int, waited_s: float) -> None:
+    def _admit(self, tokens: int, texts: int, waited_s: float) -> None:
         if self.max_queue_s is None or self.waiting_requests == 0:
             return
-        wait = self.implied_wait(tokens, 1)
+        wait = self.implied_wait(tokens, texts)
         if wait is None:
             if self.waiting_tokens + tokens <= self.max_tokens:
                 return
@@ -183,23 +185,26 @@ class Batcher:
         raise Overloaded(max(1.0, math.ceil(self.implied_wait() or 1.0)))
 
     async def submit(self, payload: Any, *, tokens: int, timeout_s: float | None = None,
-                     call: Callable[[], Any] | None = None, waited_s: float = 0.0) -> Any:
+                     call: Callable[[], Any] | None = None, waited_s: float = 0.0,
+                     texts: int = 1) -> Any:
         """Queue ``payload`` (``tokens`` source tokens) and wait for its result; the run
         function's exception is raised here for the requests of a failed batch. ``call``: run
         this function alone instead, in the model's thread and in queue order (its result or
         exception is the request's). ``waited_s``: how long the request has been in the server
-        already (read, checked), counted against the bound and its ``timeout_s``. Raises
+        already (read, checked), counted against the bound and its ``timeout_s``; ``texts``: how
+        many texts it holds (what its cost counts besides its tokens; one at least). Raises
         :class:`Overloaded` at once when the queue is full and :class:`DeadlineExpired` when
         ``timeout_s`` passes before the request started."""
         if self._arrived is None:
             raise RuntimeError("the batcher is not started")
-        tokens = max(1, tokens)
+        tokens, texts = max(1, tokens), max(1, texts)
         waited_s = max(0.0, waited_s)
-        self._admit(tokens, waited_s)
+        self._admit(tokens, texts, waited_s)
         loop = asyncio.get_running_loop()
-        job = Job(payload, tokens, loop.create_future(), self.clock(), call=call)
+        job = Job(payload, tokens, loop.create_future(), texts, self.clock(), call=call)
         self.waiting_tokens += tokens
         self.waiting_requests += 1
+        self.waiting_texts += texts
         self._pending.add(job.future)
         job.future.add_done_callback(lambda _: self._finished(job))
         if timeout_s is not None:
@@ -221,6 +226,7 @@ class Batcher:
             return
         self.waiting_tokens -= job.tokens
         self.waiting_requests -= 1
+        self.waiting_texts -= job.texts
         job.started = True  # never counted again
         if self._held is job:
             self._held = None
@@ -266,19 +272,21 @@ class Batcher:
         self._recent.append(len(batch))
         return batch
 
-    def _start(self, batch: list[Job]) -> int:
-        """Mark ``batch`` started (it leaves the waiting count); its tokens."""
-        tokens = 0
+    def _start(self, batch: list[Job]) -> tuple[int, int]:
+        """Mark ``batch`` started (it leaves the waiting count); its tokens and texts."""
+        tokens = sum(job.tokens for job in batch)
+        texts = sum(job.texts for job in batch)
         for job in batch:
             job.started = True
-            self.waiting_tokens -= job.tokens
-            tokens += job.tokens
             if job.timer is not None:
                 job.timer.cancel()
+        self.waiting_tokens -= tokens
+        self.waiting_texts -= texts
         self.waiting_requests -= len(batch)
         self.running_tokens += tokens
+        self.running_texts += texts
         self.running_requests += len(batch)
-        return tokens
+        return tokens, texts
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -286,7 +294,7 @@ class Batcher:
             batch = [job for job in await self._next_batch() if not job.future.done()]
             if not batch:
                 continue
-            tokens = self._start(batch)
+            tokens, texts = self._start(batch)
             # the server's time for this batch starts when it could start on it: at the last
             # batch's end, or at its first request's arrival on an idle server
             self._began = begun = max(self._ended, min(job.queued_at for job in batch))
@@ -306,12 +314,13 @@ class Batcher:
                 continue
             finally:
                 self.running_tokens -= tokens
+                self.running_texts -= texts
                 self.running_requests -= len(batch)
             for job, result in zip(batch, results, strict=True):
                 if not job.future.done():
                     job.future.set_result(result)
             self._ended = self.clock()
             if batch[0].call is None:
-                self.cost.observe(requests=len(batch), tokens=tokens, seconds=self._ended - begun)
+                self.cost.observe(texts=texts, tokens=tokens, seconds=self._ended - begun)
                 if self.on_batch is not None:
                     self.on_batch(len(batch), tokens)

@@ -77,7 +77,7 @@ async def queued(request: Request, model: ServedModel, payload: Any, *, tokens: 
     """``payload`` through ``model``'s batcher (queued, batched, answered), waiting at most the
     server's ``--timeout-s`` or the request's shorter ``timeout_ms`` since it came: ApiError 503
     (with ``Retry-After``) when the queue is full, 504 when the wait runs out; both counted
-    (``submit``: :func:`submit_unless_gone`'s ``gone`` and the batcher's ``call``)."""
+    (``submit``: :func:`submit_unless_gone`'s ``gone``, the batcher's ``call`` and ``texts``)."""
     state = server_state(request)
     timeout_s = state.settings.timeout_s
     if timeout_ms is not None:
@@ -221,11 +221,12 @@ async def translate(req: TranslateRequest, request: Request) -> JSONResponse:
         from transformer.serving.html_route import html_rows, html_work
 
         work = html_work(req, model, options=options, tag=tag)
-        found = await queued(request, model, None, tokens=tokens, timeout_ms=req.timeout_ms, call=work)
+        found = await queued(request, model, None, tokens=tokens, timeout_ms=req.timeout_ms, call=work,
+                             texts=len(req.texts))
         state.metrics.sentences[model.name] += len(req.texts)
         return answer({"model": model.name, "translations": html_rows(found), "timing": _elapsed_ms(start)})
     found = await queued(request, model, (list(req.texts), options, req.split, prefixes, tag, phrases),
-                         tokens=tokens, timeout_ms=req.timeout_ms)
+                         tokens=tokens, timeout_ms=req.timeout_ms, texts=len(req.texts))
     state.metrics.sentences[model.name] += len(req.texts)
     out = [t.to_dict(nbest=req.nbest is not None, alignments=bool(req.alignments))
            for t in found]
@@ -238,7 +239,7 @@ async def classify(req: ClassifyRequest, request: Request) -> JSONResponse:
     model = pick(state.served, req.model, "classification")
     checked(req, request)
     rows = await queued(request, model, list(req.texts), tokens=model.count_tokens(req.texts),
-                        timeout_ms=req.timeout_ms)
+                        timeout_ms=req.timeout_ms, texts=len(req.texts))
     state.metrics.sentences[model.name] += len(req.texts)
     return answer({"model": model.name,
                    "results": [{"text": t, **r} for t, r in zip(req.texts, rows, strict=True)],
