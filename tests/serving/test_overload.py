@@ -488,3 +488,27 @@ def test_attention_waits_in_the_models_queue(make_client, served, monkeypatch):
 def test_timeout_ms_must_be_positive(client):
     got = client.post("/v1/translate", json={**BODY, "timeout_ms": 0})
     assert got.status_code == 422 and got.json()["error"].startswith("timeout_ms")
+
+
+def test_a_request_its_model_would_refuse_is_refused_before_the_route(make_client, served, monkeypatch):
+    """Busy model, 0.1 s a text, a 0.5 s bound, one request of one text queued: a request of
+    eight texts is refused with 503 by the guard, from its JSON alone (a bad field that the route
+    would answer with 422 is never looked at), counted under its model; one of one text still
+    fits, so the same bad field gets its 422 from the route."""
+    release, _ = hold_model(monkeypatch, served)
+    client = make_client(max_queue_wait_s=0.5)
+    batcher = client.app.fastapi.state.batchers["numbers"]
+    with ThreadPoolExecutor(2) as pool:
+        busy = pool.submit(client.post, "/v1/translate", json=BODY)
+        wait_for(lambda: batcher.running_tokens > 0, "the first request never ran")
+        costed(batcher, per_text_s=0.1, per_token_s=0.0)
+        queued = pool.submit(client.post, "/v1/translate", json=BODY)
+        wait_for(lambda: batcher.queued == 1, "the second request never queued")
+        big = client.post("/v1/translate", json={**BODY, "texts": ["seven"] * 8, "beam": "4"})
+        assert big.status_code == 503 and int(big.headers["retry-after"]) >= 1, big.text
+        assert big.json()["error"].startswith("model: 'numbers' has more work queued")
+        assert metric(client, "transformer_shed_total", model="numbers", reason="queue_full") == 1
+        small = client.post("/v1/translate", json={**BODY, "beam": "4"})
+        assert small.status_code == 422 and small.json()["error"].startswith("beam")
+        release.set()
+        assert busy.result().status_code == queued.result().status_code == 200

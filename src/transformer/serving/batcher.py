@@ -165,10 +165,12 @@ class Batcher:
         oldest = self._held or (self._queue[0] if self._queue else None)
         return self.clock() - oldest.queued_at if oldest is not None else 0.0
 
-    def full(self) -> float | None:
-        """Seconds to retry after when even a one-token request would be refused now, else None."""
+    def full(self, tokens: int = 1, texts: int = 1, waited_s: float = 0.0) -> float | None:
+        """Seconds to retry after when a request of ``tokens`` tokens and ``texts`` texts (one
+        each: any request) that has been ``waited_s`` in the server would be refused now, else
+        None."""
         try:
-            self._admit(1, 1, 0.0)
+            self._admit(max(1, tokens), max(1, texts), max(0.0, waited_s))
         except Overloaded as err:
             return err.retry_after_s
         return None

@@ -11,7 +11,6 @@ model's queue is full, 504 when it waited out its deadline in the queue.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from dataclasses import dataclass
 from importlib.resources import files
@@ -23,7 +22,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from transformer.errors import InputError
 from transformer.serving.batcher import Batcher, DeadlineExpired, Overloaded
 from transformer.serving.errors import ApiError
-from transformer.serving.guard import ARRIVED
+from transformer.serving.guard import ARRIVED, overloaded_line
 from transformer.serving.models import ServedModel
 from transformer.serving.reload import reload_changed
 from transformer.serving.schemas import (
@@ -91,10 +90,8 @@ async def queued(request: Request, model: ServedModel, payload: Any, *, tokens: 
                                         timeout_s=timeout_s, waited_s=waited_s, **submit)
     except Overloaded as err:
         state.metrics.shed[(model.name, "queue_full")] += 1
-        retry = str(max(1, math.ceil(err.retry_after_s)))
-        raise ApiError(503, f"model: {model.name!r} has more work queued than it can start within "
-                       f"{state.settings.max_queue_wait_s:g} s; retry after {retry} s",
-                       headers={"Retry-After": retry}) from None
+        line, retry = overloaded_line(model.name, state.settings.max_queue_wait_s, err.retry_after_s)
+        raise ApiError(503, line, headers={"Retry-After": retry}) from None
     except DeadlineExpired:
         state.metrics.shed[(model.name, "deadline")] += 1
         raise ApiError(504, f"timeout: waited {timeout_s:g} s in the queue of {model.name!r} "
