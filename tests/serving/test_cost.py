@@ -52,7 +52,7 @@ def test_newer_batches_weigh_more():
     """The machine got three times slower: after a few batches the cost says so."""
     shapes = [(1, 10), (4, 12), (2, 60), (8, 80)]
     batches = [(r, t, 0.004 * r + 0.0005 * t) for r, t in shapes * 3]
-    batches += [(r, t, 3 * (0.004 * r + 0.0005 * t)) for r, t in shapes * 6]
+    batches += [(r, t, 3 * (0.004 * r + 0.0005 * t)) for r, t in shapes * 15]
     cost = fed(batches)
     assert cost.seconds(texts=1, tokens=10) == pytest.approx(3 * 0.009, rel=0.02)
 

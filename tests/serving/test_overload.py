@@ -406,9 +406,9 @@ def test_a_full_queue_answers_503_with_retry_after(make_client, served, monkeypa
     with ThreadPoolExecutor(2) as pool:
         busy = pool.submit(client.post, "/v1/translate", json=BODY)
         wait_for(lambda: batcher.running_tokens > 0, "the first request never ran")
-        costed(batcher, per_text_s=1e6, per_token_s=1e6)  # any queue is weeks of work
         queued = pool.submit(client.post, "/v1/translate", json=BODY)
         wait_for(lambda: batcher.queued == 1, "the second request never queued")
+        costed(batcher, per_text_s=1e6, per_token_s=1e6)  # any queue is weeks of work
         refused = client.post("/v1/translate", json=BODY)
         assert refused.status_code == 503 and set(refused.json()) == {"error"}
         line = refused.json()["error"]
@@ -433,10 +433,10 @@ def test_when_every_queue_is_full_a_request_is_refused_unparsed(make_client, ser
     with ThreadPoolExecutor(4) as pool:
         busy = [pool.submit(client.post, path, json=body) for path, body in bodies.items()]
         wait_for(lambda: all(sizes for _, sizes in held), "the first requests never ran")
-        for batcher in batchers.values():
-            costed(batcher, per_text_s=1e6, per_token_s=1e6)
         queued = [pool.submit(client.post, path, json=body) for path, body in bodies.items()]
         wait_for(lambda: all(b.queued == 1 for b in batchers.values()), "never queued")
+        for batcher in batchers.values():
+            costed(batcher, per_text_s=1e6, per_token_s=1e6)
         refused = client.post("/v1/attention", **junk)
         assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
         assert "every model" in refused.json()["error"]
@@ -512,3 +512,18 @@ def test_a_request_its_model_would_refuse_is_refused_before_the_route(make_clien
         assert small.status_code == 422 and small.json()["error"].startswith("beam")
         release.set()
         assert busy.result().status_code == queued.result().status_code == 200
+
+
+def test_an_idle_model_takes_any_request_a_busy_one_only_what_is_due_in_time():
+    """At 1 s a text against a 0.5 s bound: with a batch running and nothing queued a request is
+    refused (it would be due after the batch); once the model is idle, the same request gets in."""
+
+    async def body(batcher, held):
+        costed(batcher, per_text_s=1.0, per_token_s=0.0)
+        with pytest.raises(Overloaded):
+            await batcher.submit("late", tokens=1)
+        held.release.set()
+        await until(lambda: batcher.running_requests == 0)
+        return await batcher.submit("idle", tokens=1)
+
+    assert with_busy_batcher(body, max_queue_s=0.5) == "idle"

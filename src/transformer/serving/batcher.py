@@ -23,8 +23,8 @@ has already taken longer than its cost says (the machine got busier), everything
 that much slower. A request past the bound is refused at once (:class:`Overloaded`, with a time
 to retry after), as is any request while the oldest one waiting has waited longer than the bound
 (what the estimate missed), so the requests let in keep their latency and the memory stays flat
-however many clients come; an empty queue always takes one. Until a first batch has been timed,
-the queue holds one batch's budget. A request still queued when its ``timeout_s`` runs out leaves
+however many clients come; an idle model (nothing queued or running) always takes one. Until a
+first batch has been timed, the queue holds one batch's budget. A request still queued when its ``timeout_s`` runs out leaves
 the queue (:class:`DeadlineExpired`); one whose batch has started runs to its answer.
 
 A request whose client went away before its batch started is dropped; one that goes away later
@@ -176,8 +176,8 @@ class Batcher:
         return None
 
     def _admit(self, tokens: int, texts: int, waited_s: float) -> None:
-        if self.max_queue_s is None or self.waiting_requests == 0:
-            return
+        if self.max_queue_s is None or self.waiting_requests == 0 == self.running_requests:
+            return  # an idle model takes any request: else one over the bound never would
         wait = self.implied_wait(tokens, texts)
         if wait is None:
             if self.waiting_tokens + tokens <= self.max_tokens:

@@ -33,9 +33,9 @@ from itertools import combinations
 
 import numpy as np
 
-DECAY = 0.85  # weight of a batch against the one after it: about the last 7 batches count
+DECAY = 0.95  # weight of a batch against the one after it: about the last 20 batches count
 PARTS = ("per_token_s", "per_text_s", "per_batch_s")  # in the order a tie keeps them
-TIE = 0.02  # a fit with more parts is kept only when it leaves this much less error (relative)
+TIE = 0.1  # a fit with more parts is kept only when it leaves this much less error (relative)
 
 
 @dataclass
