@@ -20,6 +20,14 @@ deadline (504), p50/p99 of answered requests, /health and the server's RSS, and 
 
     .venv/bin/python benchmarks/serve.py --model runs/quality/en-de --overload  # -> results/serve-overload.json
 
+``--burst`` runs one batching server under a burst instead (benchmarks/serve_burst.py): its own
+throughput at 32 clients first, then ``--burst-clients`` clients at once, ``--burst-sentences``
+sentences a request, beam ``--burst-beam``, for ``--burst-seconds``, each waiting out a 503's
+Retry-After; answered sentences/s, shed, p50/p99/max of the answered, /health, the RSS, and the
+issue's checks. The clients (this process) run on ``--client-core``, the server on ``--server-core``.
+
+    .venv/bin/python benchmarks/serve.py --model runs/quality/en-de --burst  # -> results/serve-burst.json
+
 Only 127.0.0.1 is used. The machine may be shared: quote the on/off ratios, not raw figures.
 """
 
@@ -40,10 +48,12 @@ from pathlib import Path
 import httpx
 
 from machine import describe, require_model  # benchmarks/machine.py
+from serve_burst import run_burst  # benchmarks/serve_burst.py
 from serve_overload import run_overload  # benchmarks/serve_overload.py
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serve.json"
 OVERLOAD_RESULTS = RESULTS.with_name("serve-overload.json")
+BURST_RESULTS = RESULTS.with_name("serve-burst.json")
 DATA = Path(os.environ.get("TRANSFORMER_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
 
 
@@ -152,6 +162,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="on/off alternations per client count")
     parser.add_argument("--bad-at", type=int, default=32, help="client count that gets the bad-input client")
     parser.add_argument("--server-core", default="1", help="CPU core of the servers ('' for none)")
+    parser.add_argument("--client-core", default="0", help="CPU core of the clients, this process ('' for any)")
     parser.add_argument("--batch-wait-ms", type=float, help="the batching server's --batch-wait-ms")
     parser.add_argument("--out", type=Path, help=f"default {RESULTS} ({OVERLOAD_RESULTS} with --overload)")
     over = parser.add_argument_group("--overload")
@@ -161,6 +172,12 @@ def main() -> None:
     over.add_argument("--overload-factor", type=float, default=4.0, help="times the sustainable rate")
     over.add_argument("--overload-seconds", type=float, default=60.0)
     over.add_argument("--overload-clients", type=int, default=256, help="requests in flight at most")
+    burst = parser.add_argument_group("--burst")
+    burst.add_argument("--burst", action="store_true", help="a burst of concurrent clients against one batching server")
+    burst.add_argument("--burst-clients", type=int, default=256)
+    burst.add_argument("--burst-sentences", type=int, default=8, help="sentences a request")
+    burst.add_argument("--burst-beam", type=int, default=4)
+    burst.add_argument("--burst-seconds", type=float, default=30.0)
     over.add_argument("--serve-flag", action="append", default=[], metavar="FLAG",
                       help="one more flag for the server (repeat; e.g. --serve-flag=--max-queue-wait-s=0.5)")
     args = parser.parse_args()
@@ -169,10 +186,15 @@ def main() -> None:
     with gzip.open(DATA / "multi30k" / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
         sentences = [line.strip() for line in f if line.strip()]
     core = args.server_core or None
+    if args.client_core:
+        os.sched_setaffinity(0, {int(args.client_core)})
     extra = [] if args.batch_wait_ms is None else ["--batch-wait-ms", str(args.batch_wait_ms)]
     extra += args.serve_flag
     if args.overload:
         overload(args, sentences, core, extra)
+        return
+    if args.burst:
+        burst_mode(args, sentences, core, extra)
         return
     servers = {mode: start_server(args.model, batching=mode == "on", core=core, extra=extra) for mode in ("on", "off")}
     rows = []
@@ -239,6 +261,22 @@ def overload(args: argparse.Namespace, sentences: list[str], core: str | None, e
     print(f"server exit status after SIGTERM: {found_status}")
     write(args.out or OVERLOAD_RESULTS, {"model": args.model, "server_flags": extra, "server_core": core,
                                          "exit_status": found_status, **found})
+
+
+def burst_mode(args: argparse.Namespace, sentences: list[str], core: str | None, extra: list[str]) -> None:
+    proc, url = start_server(args.model, batching=True, core=core, extra=extra)
+    try:
+        found = run_burst(url, proc.pid, sentences, args)
+        metrics = httpx.get(url + "/metrics").text
+        found["server_metrics"] = [line for line in metrics.splitlines()
+                                   if line.startswith(("transformer_shed", "transformer_batch_requests_count",
+                                                       "transformer_requests_unanswered"))]
+    finally:
+        proc.terminate()
+        status = proc.wait(timeout=120)
+    print("\n".join(found["server_metrics"]))
+    write(args.out or BURST_RESULTS, {"model": args.model, "server_flags": extra, "server_core": core,
+                                      "client_core": args.client_core, "exit_status": status, **found})
 
 
 if __name__ == "__main__":

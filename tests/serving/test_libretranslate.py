@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from helpers import save_translator
+from transformer.serving.cost import ServiceCost
 
 pytest.importorskip("py3langid")
 
@@ -267,9 +268,9 @@ def test_a_full_queue_is_429(lt, lt_served, monkeypatch):
     with ThreadPoolExecutor(2) as pool:
         busy = pool.submit(client.post, "/translate", json=BODY)
         until(lambda: batcher.running_tokens > 0, "the first request never ran")
-        batcher.rate = 1e-6  # tokens per second: any queue is hours of work
         queued = pool.submit(client.post, "/translate", json=BODY)
         until(lambda: batcher.queued == 1, "the second request never queued")
+        batcher.cost = ServiceCost(per_text_s=1e6, per_token_s=1e6)  # any queue is weeks of work
         shed = refused(client.post("/translate", json=BODY), 429, "'en-de'")
         assert int(shed.headers["retry-after"]) >= 1 and shed.headers["access-control-allow-origin"] == "*"
         metrics = client.get("/metrics").text

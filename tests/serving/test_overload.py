@@ -6,7 +6,6 @@ what is queued and when is known, not timed."""
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 import threading
 import time
@@ -15,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from transformer.serving.batcher import Batcher, DeadlineExpired, Overloaded
+from transformer.serving.cost import ServiceCost
 
 
 async def until(condition, timeout_s: float = 10.0) -> None:
@@ -60,21 +60,29 @@ def with_busy_batcher(body, **kw):
     return asyncio.run(main())
 
 
+def costed(batcher, *, per_text_s, per_token_s):
+    """Fix ``batcher``'s cost (seconds per text and per token) as if measured."""
+    batcher.cost = ServiceCost(per_text_s=per_text_s, per_token_s=per_token_s)
+
+
 @pytest.mark.parametrize("extra", [0, 1])
-def test_the_queue_holds_the_wait_it_implies_and_no_more(extra):
-    """At 10 tokens/s with a 2-second bound and 5 tokens running: 15 tokens more fit (20 tokens,
-    2 s), one more does not; what was let in is answered, what was refused never runs."""
+def test_a_request_is_let_in_only_if_due_within_the_bound(extra):
+    """At 0.2 s a request and 0.1 s a token, a 2-second bound, "busy" (1 request, 5 tokens:
+    0.7 s) just begun and "a" (0.7 s) queued: a request of 4 tokens (0.6 s) is due at 2.0 s and
+    gets in, one of 5 is not; what was let in is answered, what was refused never runs."""
 
     async def body(batcher, held):
-        batcher.rate = 10.0
-        first = asyncio.ensure_future(batcher.submit("a", tokens=10))
+        costed(batcher, per_text_s=0.2, per_token_s=0.1)
+        fake_clock(batcher)
+        first = asyncio.ensure_future(batcher.submit("a", tokens=5))
         await until(lambda: batcher.queued == 1)
-        second = batcher.submit("b", tokens=5 + extra)
+        assert batcher.implied_wait(4, 1) == pytest.approx(2.0)
+        second = batcher.submit("b", tokens=4 + extra)
         if extra:
             with pytest.raises(Overloaded) as refused:
                 await second
-            # the queue's 15 tokens take 1.5 s at the rate: retry after 2 (whole seconds, up)
-            assert refused.value.retry_after_s == math.ceil((5 + 10) / 10.0)
+            # the queue's 1.4 s: retry after 2 (whole seconds, up)
+            assert refused.value.retry_after_s == 2
             held.release.set()
             return [await first]
         second = asyncio.ensure_future(second)
@@ -85,19 +93,58 @@ def test_the_queue_holds_the_wait_it_implies_and_no_more(extra):
     assert got == (["a"] if extra else ["a", "b"])
 
 
-def test_an_empty_queue_takes_any_request_and_before_a_rate_one_batch_budget():
+@pytest.mark.parametrize("waited_s", [0.0, 0.5])
+def test_the_time_a_request_spent_in_the_server_already_counts(waited_s):
+    """Due at 1.6 s from now against a 2-second bound: in when it just came, out when it spent
+    0.5 s in the server before reaching the queue (read and checked behind a burst)."""
+
+    async def body(batcher, held):
+        costed(batcher, per_text_s=0.2, per_token_s=0.1)
+        fake_clock(batcher)
+        first = asyncio.ensure_future(batcher.submit("a", tokens=5))
+        await until(lambda: batcher.queued == 1)
+        second = asyncio.ensure_future(batcher.submit("b", tokens=0, waited_s=waited_s))
+        await asyncio.sleep(0)
+        held.release.set()
+        return await first, await asyncio.gather(second, return_exceptions=True)
+
+    first, (second,) = with_busy_batcher(body, max_queue_s=2.0)
+    assert first == "a"
+    assert isinstance(second, Overloaded) if waited_s else second == "b"
+
+
+def test_each_request_admitted_and_not_started_costs_its_own_part():
+    """A burst of one-token requests at 0.2 s a request and 0.1 s a token, behind 0.7 s running,
+    with a 2-second bound: four (0.3 s each) get in, the fifth would be due at 2.2 s and is
+    refused; counted by tokens alone, all twelve would have fitted."""
+
+    async def body(batcher, held):
+        costed(batcher, per_text_s=0.2, per_token_s=0.1)
+        fake_clock(batcher)
+        jobs = [asyncio.ensure_future(batcher.submit(i, tokens=1)) for i in range(12)]
+        await asyncio.sleep(0)
+        refused = [job for job in jobs if job.done()]
+        assert len(refused) == 8 and all(isinstance(job.exception(), Overloaded) for job in refused)
+        assert batcher.waiting_requests == batcher.queued == 4
+        held.release.set()
+        return [await job for job in jobs if job not in refused]
+
+    assert with_busy_batcher(body, max_queue_s=2.0) == [0, 1, 2, 3]
+
+
+def test_an_empty_queue_takes_any_request_and_before_a_cost_one_batch_budget():
     """Nothing queued: even a request over the bound gets in (else it never would). Before any
     batch was timed the queue holds the batch budget (8 tokens here): 8 in, the 9th out."""
 
     async def body(batcher, held):
-        assert batcher.rate is None
+        assert not batcher.cost.known
         big = asyncio.ensure_future(batcher.submit("big", tokens=6))
         await until(lambda: batcher.queued == 1)
         fits = asyncio.ensure_future(batcher.submit("fits", tokens=2))
         await until(lambda: batcher.queued == 2)
         with pytest.raises(Overloaded) as refused:
             await batcher.submit("over", tokens=1)
-        assert refused.value.retry_after_s == 1.0  # no rate yet: a second
+        assert refused.value.retry_after_s == 1.0  # no cost yet: a second
         held.release.set()
         return await big, await fits
 
@@ -112,24 +159,25 @@ def fake_clock(batcher):
     return now
 
 
-def test_a_running_batch_slower_than_the_rate_counts_at_its_own():
-    """At 10 tokens/s, 5 tokens running, a 2-second bound: 0.4 s into the batch (on time) 14
-    tokens imply 1.4 s and get in; at 1.0 s it runs at 5 tokens/s, so one token more implies 3 s
-    (1.5 s at the old rate) and is refused."""
+def test_a_running_batch_that_overran_its_cost_slows_the_queue_as_much():
+    """At 0.1 s a token (nothing a request), 5 tokens running (0.5 s), a 2-second bound: 0.4 s
+    into the batch 0.1 s of it is left, so 1 token queued and 8 more are due at 1.0 s and get
+    in; at 1.0 s it ran twice its cost, so the queue's 0.9 s and one token more count 2.0 s (in),
+    two tokens more 2.2 s (out)."""
 
     async def body(batcher, held):
-        batcher.rate = 10.0
+        costed(batcher, per_text_s=0.0, per_token_s=0.1)
         now = fake_clock(batcher)
         a = asyncio.ensure_future(batcher.submit("a", tokens=1))
         await until(lambda: batcher.queued == 1)
         now[0] += 0.4
-        assert batcher.implied_wait(8) == pytest.approx((1 + 5 + 8) / 10.0)
+        assert batcher.implied_wait(8, 1) == pytest.approx(0.1 + 0.9)
         b = asyncio.ensure_future(batcher.submit("b", tokens=8))
         await until(lambda: batcher.queued == 2)
         now[0] += 0.6
-        assert batcher.implied_wait(1) == pytest.approx((9 + 5 + 1) / (5 / 1.0))
+        assert batcher.implied_wait(1, 1) == pytest.approx(2 * (0.9 + 0.1))
         with pytest.raises(Overloaded):
-            await batcher.submit("c", tokens=1)
+            await batcher.submit("c", tokens=2)
         held.release.set()
         return await a, await b
 
@@ -138,11 +186,11 @@ def test_a_running_batch_slower_than_the_rate_counts_at_its_own():
 
 @pytest.mark.parametrize("waited", [1.999, 2.001])
 def test_a_queue_whose_oldest_request_waited_past_the_bound_takes_no_more(waited):
-    """Whatever the rate says (a fast one here), once the oldest request has waited longer than
+    """Whatever the cost says (a small one here), once the oldest request has waited longer than
     the bound, new ones are refused: just under it still in, just past it out."""
 
     async def body(batcher, held):
-        batcher.rate = 1e6
+        costed(batcher, per_text_s=0.0, per_token_s=1e-6)
         now = fake_clock(batcher)
         a = asyncio.ensure_future(batcher.submit("a", tokens=1))
         await until(lambda: batcher.queued == 1)
@@ -163,7 +211,7 @@ def test_a_queue_whose_oldest_request_waited_past_the_bound_takes_no_more(waited
 
 def test_without_a_bound_the_queue_takes_everything():
     async def body(batcher, held):
-        batcher.rate = 1e-9
+        costed(batcher, per_text_s=1e9, per_token_s=1e9)
         jobs = [asyncio.ensure_future(batcher.submit(i, tokens=100)) for i in range(20)]
         await until(lambda: batcher.queued == 20)
         held.release.set()
@@ -257,33 +305,52 @@ def test_stop_without_drain_fails_what_waits():
     assert [str(e) for e in asyncio.run(main())] == ["the server is stopping"] * 2
 
 
-def test_the_rate_is_the_tokens_per_second_of_the_recent_batches():
-    """The definition: the first batch's tokens over its seconds, then each batch moves it
-    RATE_WEIGHT of the way to its own."""
-    from transformer.serving.batcher import RATE_WEIGHT
+def test_a_timed_batch_sets_the_cost_from_the_requests_arrival_on_an_idle_server():
+    """A lone request on an idle server: its batch's service time runs from its arrival to its
+    answer, so the cost learnt covers at least the model call."""
 
-    with ThreadPoolExecutor(1) as pool:
-        batcher = Batcher(list, executor=pool)
-        batcher._timed(100, 2.0)
-        assert batcher.rate == 50.0
-        batcher._timed(300, 1.0)
-        assert math.isclose(batcher.rate, 50.0 + RATE_WEIGHT * (300.0 - 50.0))
-        batcher.waiting_tokens, batcher.running_tokens = 30, 20
-        batcher._began = batcher.clock()  # a batch that has just begun
-        assert math.isclose(batcher.implied_wait(10), 60 / batcher.rate)
+    def slow(payloads):
+        time.sleep(0.05)
+        return list(payloads)
 
-
-def test_a_timed_batch_sets_the_rate():
     async def main():
         with ThreadPoolExecutor(1) as pool:
-            batcher = Batcher(list, executor=pool, max_wait_s=0.0)
+            batcher = Batcher(slow, executor=pool, max_wait_s=0.0)
             batcher.start()
-            assert batcher.rate is None and batcher.implied_wait() is None
+            assert not batcher.cost.known and batcher.implied_wait() is None
             await batcher.submit(1, tokens=7)
             await batcher.stop()
-            return batcher.rate
+            return batcher.cost.seconds(texts=1, tokens=7)
 
-    assert asyncio.run(main()) > 0
+    assert asyncio.run(main()) >= 0.05
+
+
+def test_a_busy_servers_batch_is_timed_from_the_last_batchs_end():
+    """Three requests queued at once, one a batch: each batch's service time starts when the one
+    before it ended, not when its requests arrived (or the third would count all three)."""
+    observed = []
+
+    def slow(payloads):
+        time.sleep(0.05)
+        return list(payloads)
+
+    async def main():
+        with ThreadPoolExecutor(1) as pool:
+            batcher = Batcher(slow, executor=pool, max_wait_s=0.0, max_requests=1)
+            seen = batcher.cost.observe
+
+            def spy(**batch):
+                observed.append(batch["seconds"])
+                seen(**batch)
+
+            batcher.cost.observe = spy
+            batcher.start()
+            await asyncio.gather(*(batcher.submit(i, tokens=1) for i in range(3)))
+            await batcher.stop()
+
+    asyncio.run(main())
+    assert len(observed) == 3
+    assert all(0.05 <= seconds < 0.1 for seconds in observed), observed
 
 
 def test_a_bad_bound_is_refused():
@@ -330,7 +397,7 @@ BODY = {"model": "numbers", "texts": ["forty two"], "beam": 1}
 
 
 def test_a_full_queue_answers_503_with_retry_after(make_client, served, monkeypatch):
-    """A busy model whose rate says anything more waits too long: the first queued request is
+    """A busy model whose cost says anything more waits too long: the first queued request is
     let in (the queue was empty), the next gets 503, Retry-After and one JSON line, and the
     metrics count it; the one let in is answered."""
     release, _ = hold_model(monkeypatch, served)
@@ -339,9 +406,9 @@ def test_a_full_queue_answers_503_with_retry_after(make_client, served, monkeypa
     with ThreadPoolExecutor(2) as pool:
         busy = pool.submit(client.post, "/v1/translate", json=BODY)
         wait_for(lambda: batcher.running_tokens > 0, "the first request never ran")
-        batcher.rate = 1e-6  # tokens per second: any queue is hours of work
         queued = pool.submit(client.post, "/v1/translate", json=BODY)
         wait_for(lambda: batcher.queued == 1, "the second request never queued")
+        costed(batcher, per_text_s=1e6, per_token_s=1e6)  # any queue is weeks of work
         refused = client.post("/v1/translate", json=BODY)
         assert refused.status_code == 503 and set(refused.json()) == {"error"}
         line = refused.json()["error"]
@@ -354,7 +421,7 @@ def test_a_full_queue_answers_503_with_retry_after(make_client, served, monkeypa
 
 
 def test_when_every_queue_is_full_a_request_is_refused_unparsed(make_client, served, monkeypatch):
-    """Both models busy, each with a request queued and a rate that makes any more too much: a
+    """Both models busy, each with a request queued and a cost that makes any more too much: a
     request for a queued route gets 503 before its body is even parsed (a body that is not JSON
     gets the 503, not its 400), counted under model "*"; once the queues empty, the same body
     gets its 400 again and the queued requests are answered."""
@@ -366,10 +433,10 @@ def test_when_every_queue_is_full_a_request_is_refused_unparsed(make_client, ser
     with ThreadPoolExecutor(4) as pool:
         busy = [pool.submit(client.post, path, json=body) for path, body in bodies.items()]
         wait_for(lambda: all(sizes for _, sizes in held), "the first requests never ran")
-        for batcher in batchers.values():
-            batcher.rate = 1e-6
         queued = [pool.submit(client.post, path, json=body) for path, body in bodies.items()]
         wait_for(lambda: all(b.queued == 1 for b in batchers.values()), "never queued")
+        for batcher in batchers.values():
+            costed(batcher, per_text_s=1e6, per_token_s=1e6)
         refused = client.post("/v1/attention", **junk)
         assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
         assert "every model" in refused.json()["error"]
@@ -421,3 +488,42 @@ def test_attention_waits_in_the_models_queue(make_client, served, monkeypatch):
 def test_timeout_ms_must_be_positive(client):
     got = client.post("/v1/translate", json={**BODY, "timeout_ms": 0})
     assert got.status_code == 422 and got.json()["error"].startswith("timeout_ms")
+
+
+def test_a_request_its_model_would_refuse_is_refused_before_the_route(make_client, served, monkeypatch):
+    """Busy model, 0.1 s a text, a 0.5 s bound, one request of one text queued: a request of
+    eight texts is refused with 503 by the guard, from its JSON alone (a bad field that the route
+    would answer with 422 is never looked at), counted under its model; one of one text still
+    fits, so the same bad field gets its 422 from the route."""
+    release, _ = hold_model(monkeypatch, served)
+    client = make_client(max_queue_wait_s=0.5)
+    batcher = client.app.fastapi.state.batchers["numbers"]
+    with ThreadPoolExecutor(2) as pool:
+        busy = pool.submit(client.post, "/v1/translate", json=BODY)
+        wait_for(lambda: batcher.running_tokens > 0, "the first request never ran")
+        costed(batcher, per_text_s=0.1, per_token_s=0.0)
+        queued = pool.submit(client.post, "/v1/translate", json=BODY)
+        wait_for(lambda: batcher.queued == 1, "the second request never queued")
+        big = client.post("/v1/translate", json={**BODY, "texts": ["seven"] * 8, "beam": "4"})
+        assert big.status_code == 503 and int(big.headers["retry-after"]) >= 1, big.text
+        assert big.json()["error"].startswith("model: 'numbers' has more work queued")
+        assert metric(client, "transformer_shed_total", model="numbers", reason="queue_full") == 1
+        small = client.post("/v1/translate", json={**BODY, "beam": "4"})
+        assert small.status_code == 422 and small.json()["error"].startswith("beam")
+        release.set()
+        assert busy.result().status_code == queued.result().status_code == 200
+
+
+def test_an_idle_model_takes_any_request_a_busy_one_only_what_is_due_in_time():
+    """At 1 s a text against a 0.5 s bound: with a batch running and nothing queued a request is
+    refused (it would be due after the batch); once the model is idle, the same request gets in."""
+
+    async def body(batcher, held):
+        costed(batcher, per_text_s=1.0, per_token_s=0.0)
+        with pytest.raises(Overloaded):
+            await batcher.submit("late", tokens=1)
+        held.release.set()
+        await until(lambda: batcher.running_requests == 0)
+        return await batcher.submit("idle", tokens=1)
+
+    assert with_busy_batcher(body, max_queue_s=0.5) == "idle"

@@ -13,7 +13,13 @@ from transformer.cli.common import (
 )
 from transformer.cli.decoding import add_engine
 from transformer.errors import InputError
-from transformer.serving.settings import Limits, ServeSettings, api_keys, parse_languages
+from transformer.serving.settings import (
+    TIMEOUT_PER_BOUND,
+    Limits,
+    ServeSettings,
+    api_keys,
+    parse_languages,
+)
 
 API_KEY_ENV = "TRANSFORMER_API_KEY"
 DEFAULT = ServeSettings()
@@ -77,12 +83,13 @@ def _add_operation(p: argparse.ArgumentParser) -> None:
         g.add_argument(flag, type=int, metavar="N", help=f"{what}, at most (default {value})")
     o = p.add_argument_group("overload and shutdown")
     o.add_argument("--max-queue-wait-s", type=float, metavar="S",
-                   help=f"a model's queue holds at most S seconds of work (its source tokens at "
-                   f"the rate of its recent batches); a request past it gets 503 with Retry-After "
+                   help=f"a request is let in only if its answer is due within S seconds (the "
+                   f"work queued, at the measured seconds per request and per token of the "
+                   f"model's recent batches); one past it gets 503 with Retry-After "
                    f"(default {DEFAULT.max_queue_wait_s:g})")
     o.add_argument("--timeout-s", type=float, metavar="S",
                    help=f"a request still queued after S seconds (or its own shorter timeout_ms) "
-                   f"gets 504 (default {DEFAULT.timeout_s:g})")
+                   f"gets 504 (default {TIMEOUT_PER_BOUND:g} times --max-queue-wait-s)")
     o.add_argument("--drain-s", type=float, metavar="S",
                    help=f"on SIGTERM, stop accepting and answer the requests let in for at most S "
                    f"seconds, then exit (0: all answered; default {DEFAULT.drain_s:g})")

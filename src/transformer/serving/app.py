@@ -80,7 +80,8 @@ def _guarded(app: FastAPI, *, settings: ServeSettings, state: ServerState) -> Gu
         inner = CORSMiddleware(app, allow_origins=list(settings.cors_origins),
                                allow_methods=["GET", "POST"], allow_headers=["*"])
     guarded = Guard(inner, metrics=state.metrics, max_body=settings.max_body_bytes, keys=settings.api_keys,
-                    every_queue_full=state.every_queue_full)
+                    every_queue_full=state.every_queue_full, refused_unparsed=state.refused_unparsed,
+                    queue_wait_s=settings.max_queue_wait_s)
     guarded.fastapi = app  # type: ignore[attr-defined]  # the routes, for tests and tools
     app.state.guard = guarded  # LibreTranslate's routes check their body's key through it
     return guarded

@@ -12,15 +12,20 @@ The batch runs in the model's own worker thread, so the event loop keeps accepti
 answering requests meanwhile, and requests that arrive while the model runs form the next batch.
 ``max_requests=1`` turns batching off: every request runs alone, in arrival order.
 
-The bound (``max_queue_s``) is the wait the queue implies, not a count: the source tokens waiting
-and running, over the tokens per second the model's recent batches ran at (or the running batch
-runs at, when it is already slower: the machine got busier). A request that would take it past
-the bound is refused at once (:class:`Overloaded`, with a time to retry after), as is any request
-while the oldest one waiting has waited longer than the bound (what the estimate missed), so
-the requests let in keep their latency and the memory stays flat however many clients come; an
-empty queue always takes one. Until a first batch has been timed, the queue holds one batch's
-budget. A request still queued when its ``timeout_s`` runs out leaves the queue
-(:class:`DeadlineExpired`); one whose batch has started runs to its answer.
+The bound (``max_queue_s``) is on when a request's answer is due, not on a count: a request is
+let in only if what is left of the running batch, every request let in and not started, and the
+request itself would be done within the bound, costed at the server's measured seconds per
+batch, per text and per source token (:class:`~transformer.serving.cost.ServiceCost`, fitted
+on the recent batches' service times: the server's wall time for each, event loop included, so
+that a burst of many requests is costed for its texts as well as its tokens; the queue as one
+batch per ``max_tokens`` of its tokens). When the running batch
+has already taken longer than its cost says (the machine got busier), everything queued is costed
+that much slower. A request past the bound is refused at once (:class:`Overloaded`, with a time
+to retry after), as is any request while the oldest one waiting has waited longer than the bound
+(what the estimate missed), so the requests let in keep their latency and the memory stays flat
+however many clients come; an idle model (nothing queued or running) always takes one. Until a
+first batch has been timed, the queue holds one batch's budget. A request still queued when its ``timeout_s`` runs out leaves
+the queue (:class:`DeadlineExpired`); one whose batch has started runs to its answer.
 
 A request whose client went away before its batch started is dropped; one that goes away later
 simply has its result thrown away. ``stop(drain=True)`` answers every request let in first.
@@ -39,8 +44,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from transformer.serving.cost import ServiceCost
+
 log = logging.getLogger(__name__)
-RATE_WEIGHT = 0.3  # weight of the newest batch in the tokens-per-second estimate
 
 
 class Overloaded(Exception):
@@ -63,6 +69,7 @@ class Job:
     payload: Any
     tokens: int
     future: asyncio.Future = field(repr=False)
+    texts: int = 1  # what the cost counts a request as (its texts, one at least)
     queued_at: float = 0.0
     call: Callable[[], Any] | None = field(default=None, repr=False)
     started: bool = False  # handed to the model: it runs to its answer
@@ -73,7 +80,7 @@ class Batcher:
     """Gathers :class:`Job` s for ``run`` (a function of a list of payloads returning one result
     per payload, in order), called in ``executor`` (one thread: the model is used by one batch at a
     time). ``on_batch(size, tokens)`` is told about every batch run (for the metrics);
-    ``max_queue_s`` bounds the queue by the wait it implies (None: unbounded)."""
+    ``max_queue_s`` bounds when an admitted request's answer is due (None: unbounded)."""
 
     def __init__(self, run: Callable[[Sequence[Any]], list[Any]], *, executor: ThreadPoolExecutor,
                  max_wait_s: float = 0.01, max_tokens: int = 4096, max_requests: int = 256,
@@ -92,11 +99,16 @@ class Batcher:
         self.max_requests = max_requests
         self.on_batch = on_batch
         self.max_queue_s = max_queue_s
-        self.rate: float | None = None  # source tokens per second of the recent batches
+        self.cost = ServiceCost()  # seconds per request and per token of the recent batches
         self.waiting_tokens = 0  # of the requests let in and not yet started
+        self.waiting_requests = 0
+        self.waiting_texts = 0
         self.running_tokens = 0
+        self.running_requests = 0
+        self.running_texts = 0
         self.clock = time.perf_counter  # what queue ages and batch times are read on
-        self._began = 0.0  # when the running batch started, on the clock
+        self._began = 0.0  # when the server could start on the running batch, on the clock
+        self._ended = -math.inf  # when the last batch's answers were handed back
         self._queue: deque[Job] = deque()
         self._arrived: asyncio.Event | None = None
         self._pending: set[asyncio.Future] = set()  # every request let in and not answered
@@ -128,60 +140,77 @@ class Batcher:
             if not future.done():
                 future.set_exception(RuntimeError("the server is stopping"))
 
-    def implied_wait(self, tokens: int = 0) -> float | None:
-        """Seconds the work queued and running (and ``tokens`` more) would take at the recent
-        rate, or at the running batch's own when it has already run longer than that rate
-        allows; None before a first batch has been timed."""
-        if self.rate is None:
+    def implied_wait(self, tokens: int = 0, texts: int = 0) -> float | None:
+        """Seconds until the work let in (what is left of the running batch, then every request
+        not started) and a request of ``texts`` texts and ``tokens`` tokens more would be done
+        (none: ``texts`` 0), at the measured cost, or that much slower as the running batch has
+        already overrun its own; None before a first batch has been timed."""
+        waiting = self.waiting_tokens + tokens
+        # the batches the queue will take: one a batch budget of tokens (none for an empty queue)
+        batches = math.ceil(waiting / self.max_tokens) if self.waiting_texts + texts else 0
+        queued = self.cost.seconds(batches=batches, texts=self.waiting_texts + texts, tokens=waiting)
+        if queued is None:
             return None
-        rate = self.rate
-        running_s = self.clock() - self._began
-        if self.running_tokens and running_s * rate > self.running_tokens:
-            rate = self.running_tokens / running_s
-        return (self.waiting_tokens + self.running_tokens + tokens) / rate
+        left, slower = 0.0, 1.0
+        if self.running_requests:
+            running = self.cost.seconds(texts=self.running_texts, tokens=self.running_tokens)
+            elapsed = self.clock() - self._began
+            left = max(running - elapsed, 0.0)  # type: ignore[operator]
+            if running and elapsed > running:
+                slower = elapsed / running
+        return left + queued * slower
 
     def oldest_wait(self) -> float:
         """Seconds the oldest request not yet started has waited (0 with none)."""
         oldest = self._held or (self._queue[0] if self._queue else None)
         return self.clock() - oldest.queued_at if oldest is not None else 0.0
 
-    def full(self) -> float | None:
-        """Seconds to retry after when even a one-token request would be refused now, else None."""
+    def full(self, tokens: int = 1, texts: int = 1, waited_s: float = 0.0) -> float | None:
+        """Seconds to retry after when a request of ``tokens`` tokens and ``texts`` texts (one
+        each: any request) that has been ``waited_s`` in the server would be refused now, else
+        None."""
         try:
-            self._admit(1)
+            self._admit(max(1, tokens), max(1, texts), max(0.0, waited_s))
         except Overloaded as err:
             return err.retry_after_s
         return None
 
-    def _admit(self, tokens: int) -> None:
-        if self.max_queue_s is None or self.waiting_tokens == 0:
-            return
-        wait = self.implied_wait(tokens)
+    def _admit(self, tokens: int, texts: int, waited_s: float) -> None:
+        if self.max_queue_s is None or self.waiting_requests == 0 == self.running_requests:
+            return  # an idle model takes any request: else one over the bound never would
+        wait = self.implied_wait(tokens, texts)
         if wait is None:
             if self.waiting_tokens + tokens <= self.max_tokens:
                 return
-        elif wait <= self.max_queue_s and self.oldest_wait() <= self.max_queue_s:
+        elif waited_s + wait <= self.max_queue_s and self.oldest_wait() <= self.max_queue_s:
             return
         raise Overloaded(max(1.0, math.ceil(self.implied_wait() or 1.0)))
 
     async def submit(self, payload: Any, *, tokens: int, timeout_s: float | None = None,
-                     call: Callable[[], Any] | None = None) -> Any:
+                     call: Callable[[], Any] | None = None, waited_s: float = 0.0,
+                     texts: int = 1) -> Any:
         """Queue ``payload`` (``tokens`` source tokens) and wait for its result; the run
         function's exception is raised here for the requests of a failed batch. ``call``: run
         this function alone instead, in the model's thread and in queue order (its result or
-        exception is the request's). Raises :class:`Overloaded` at once when the queue is full
-        and :class:`DeadlineExpired` when ``timeout_s`` passes before the request started."""
+        exception is the request's). ``waited_s``: how long the request has been in the server
+        already (read, checked), counted against the bound and its ``timeout_s``; ``texts``: how
+        many texts it holds (what its cost counts besides its tokens; one at least). Raises
+        :class:`Overloaded` at once when the queue is full and :class:`DeadlineExpired` when
+        ``timeout_s`` passes before the request started."""
         if self._arrived is None:
             raise RuntimeError("the batcher is not started")
-        tokens = max(1, tokens)
-        self._admit(tokens)
+        tokens, texts = max(1, tokens), max(1, texts)
+        waited_s = max(0.0, waited_s)
+        self._admit(tokens, texts, waited_s)
         loop = asyncio.get_running_loop()
-        job = Job(payload, tokens, loop.create_future(), self.clock(), call=call)
+        job = Job(payload, tokens, loop.create_future(), texts, self.clock(), call=call)
         self.waiting_tokens += tokens
+        self.waiting_requests += 1
+        self.waiting_texts += texts
         self._pending.add(job.future)
         job.future.add_done_callback(lambda _: self._finished(job))
         if timeout_s is not None:
-            job.timer = loop.call_later(timeout_s, self._expire, job)
+            job.timer = loop.call_later(max(0.0, timeout_s - waited_s), self._expire, job)
         self._queue.append(job)
         self._arrived.set()
         return await job.future
@@ -198,6 +227,8 @@ class Batcher:
         if job.started:
             return
         self.waiting_tokens -= job.tokens
+        self.waiting_requests -= 1
+        self.waiting_texts -= job.texts
         job.started = True  # never counted again
         if self._held is job:
             self._held = None
@@ -243,17 +274,21 @@ class Batcher:
         self._recent.append(len(batch))
         return batch
 
-    def _start(self, batch: list[Job]) -> int:
-        """Mark ``batch`` started (it leaves the waiting count); its tokens."""
-        tokens = 0
+    def _start(self, batch: list[Job]) -> tuple[int, int]:
+        """Mark ``batch`` started (it leaves the waiting count); its tokens and texts."""
+        tokens = sum(job.tokens for job in batch)
+        texts = sum(job.texts for job in batch)
         for job in batch:
             job.started = True
-            self.waiting_tokens -= job.tokens
-            tokens += job.tokens
             if job.timer is not None:
                 job.timer.cancel()
+        self.waiting_tokens -= tokens
+        self.waiting_texts -= texts
+        self.waiting_requests -= len(batch)
         self.running_tokens += tokens
-        return tokens
+        self.running_texts += texts
+        self.running_requests += len(batch)
+        return tokens, texts
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -261,8 +296,10 @@ class Batcher:
             batch = [job for job in await self._next_batch() if not job.future.done()]
             if not batch:
                 continue
-            tokens = self._start(batch)
-            self._began = begun = self.clock()
+            tokens, texts = self._start(batch)
+            # the server's time for this batch starts when it could start on it: at the last
+            # batch's end, or at its first request's arrival on an idle server
+            self._began = begun = max(self._ended, min(job.queued_at for job in batch))
             try:
                 if batch[0].call is not None:
                     results = [await loop.run_in_executor(self.executor, batch[0].call)]
@@ -275,17 +312,17 @@ class Batcher:
                 for job in batch:
                     if not job.future.done():
                         job.future.set_exception(err)
+                self._ended = self.clock()
                 continue
             finally:
                 self.running_tokens -= tokens
-            if batch[0].call is None:
-                self._timed(tokens, self.clock() - begun)
-                if self.on_batch is not None:
-                    self.on_batch(len(batch), tokens)
+                self.running_texts -= texts
+                self.running_requests -= len(batch)
             for job, result in zip(batch, results, strict=True):
                 if not job.future.done():
                     job.future.set_result(result)
-
-    def _timed(self, tokens: int, seconds: float) -> None:
-        now = tokens / max(seconds, 1e-6)
-        self.rate = now if self.rate is None else (1 - RATE_WEIGHT) * self.rate + RATE_WEIGHT * now
+            self._ended = self.clock()
+            if batch[0].call is None:
+                self.cost.observe(texts=texts, tokens=tokens, seconds=self._ended - begun)
+                if self.on_batch is not None:
+                    self.on_batch(len(batch), tokens)

@@ -39,11 +39,19 @@ LIBRETRANSLATE_PATHS = frozenset({"/translate", "/detect", "/languages"})
 # 429, a deadline passed 500
 LIBRETRANSLATE_STATUS = {404: 400, 413: 400, 422: 400, 503: 429, 504: 500}
 CORS_ANY = [(b"access-control-allow-origin", b"*")]
+ARRIVED = "transformer.arrived"  # the scope's key: when the request's body was in (perf_counter)
 
 
 def libretranslate_status(status: int) -> int:
     """The status a LibreTranslate client gets for our ``status``."""
     return LIBRETRANSLATE_STATUS.get(status, status)
+
+
+def overloaded_line(name: str, bound_s: float, retry_after_s: float) -> tuple[str, str]:
+    """The 503's line for model ``name``'s full queue, and its Retry-After (whole seconds)."""
+    retry = str(max(1, math.ceil(retry_after_s)))
+    return (f"model: {name!r} has more work queued than it can start within {bound_s:g} s; "
+            f"retry after {retry} s"), retry
 
 
 async def send_error(send: Callable[[Message], Awaitable[None]], status: int, line: str,
@@ -62,15 +70,23 @@ class Guard:
     let in and not answered yet) and ``unanswered`` (cancelled before their answer was sent: a
     drain that ran out of time). ``every_queue_full()``, when given, returns the seconds to retry
     after when no model could take a request: one for a queued route then gets 503 without its
-    body parsed, which keeps a shed request cheap while the model needs the CPU."""
+    body parsed, which keeps a shed request cheap while the model needs the CPU.
+    ``refused_unparsed(path, body, waited_s)``, when given, returns (model, seconds to retry
+    after) for a body its model's queue would refuse (read from its JSON alone): 503 too, before
+    the route, which under a burst keeps the excess from costing the model's core the route's
+    work (validation, options, answering)."""
 
     def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body: int, keys: Sequence[ApiKey] = (),
                  clock: Callable[[], float] = time.monotonic,
-                 every_queue_full: Callable[[], float | None] | None = None) -> None:
+                 every_queue_full: Callable[[], float | None] | None = None,
+                 refused_unparsed: Callable[[str, bytes, float], tuple[str, float] | None] | None = None,
+                 queue_wait_s: float = 1.0) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body = max_body
         self.every_queue_full = every_queue_full
+        self.refused_unparsed = refused_unparsed
+        self.queue_wait_s = queue_wait_s  # the bound, for the 503's line
         self.keys = [(k.key.encode(), k) for k in keys]
         self.windows = {k.key: RateWindow(k.per_minute) for k in keys if k.per_minute is not None}
         self.clock = clock
@@ -143,14 +159,24 @@ class Guard:
             return True
         return False
 
-    async def _shed(self, scope: Scope, send: Callable[[Message], Awaitable[None]]) -> bool:
+    async def _shed(self, scope: Scope, body: bytes, send: Callable[[Message], Awaitable[None]]) -> bool:
         """Answer 503 (LibreTranslate's routes: 429) to a request for a queued route when every
-        model's queue is full."""
+        model's queue is full, or when its own model's would refuse it."""
         if self.every_queue_full is None or scope["path"] not in QUEUED_PATHS:
             return False
         wait = self.every_queue_full()
         if wait is None:
-            return False
+            refused = None
+            if self.refused_unparsed is not None:
+                refused = self.refused_unparsed(scope["path"], body,
+                                                time.perf_counter() - scope[ARRIVED])
+            if refused is None:
+                return False
+            name, wait = refused
+            self.metrics.shed[(name, "queue_full")] += 1
+            line, retry = overloaded_line(name, self.queue_wait_s, wait)
+            await send_error(send, 503, line, headers=[(b"retry-after", retry.encode())])
+            return True
         self.metrics.shed[("*", "queue_full")] += 1
         retry = max(1, math.ceil(wait))
         await send_error(send, 503, f"every model has more work queued than it can start soon; "
@@ -231,12 +257,15 @@ class Guard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        # from here on the server keeps the request waiting: what the model's queue counts
+        # against its bound (not a slow client's own sending)
+        scope[ARRIVED] = time.perf_counter()
         try:
             body.decode("utf-8")
         except UnicodeDecodeError as err:
             await send_error(send, 400, f"body: not UTF-8 (byte 0x{body[err.start]:02x} at offset {err.start})")
             return
-        if await self._shed(scope, send):
+        if await self._shed(scope, body, send):
             return
         sent = False
 

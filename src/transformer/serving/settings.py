@@ -163,15 +163,19 @@ def parse_languages(spec: str) -> ModelLanguages:
     return ModelLanguages(model=name, source=source.strip().lower(), targets=tuple(codes))
 
 
+TIMEOUT_PER_BOUND = 2.0  # the default --timeout-s, in --max-queue-wait-s
+
+
 @dataclass(frozen=True)
 class ServeSettings:
     """How the server batches, what it lets in and how long a request may wait.
 
     Batching: a batch waits up to ``max_wait_ms`` for company and holds at most
     ``max_batch_tokens`` source tokens; ``batching=False`` runs every request alone.
-    Overload: a model's queue holds at most the work of ``max_queue_wait_s`` seconds (source tokens
-    waiting over the tokens per second of its recent batches); a request past it is refused at
-    once with 503. A request still queued ``timeout_s`` after it came (or its own shorter
+    Overload: a request is let in only if its answer is due within ``max_queue_wait_s`` seconds
+    (what is queued and running, at the measured seconds per request and per source token of the
+    model's recent batches); one past it is refused at once with 503. A request still queued
+    ``timeout_s`` (default: twice ``max_queue_wait_s``) after it came (or its own shorter
     ``timeout_ms``) leaves the queue with 504. On SIGTERM the process answers every admitted
     request for at most ``drain_s`` seconds, then exits.
     """
@@ -190,10 +194,14 @@ class ServeSettings:
     # 4x; benchmarks/serve.py --overload), and batches of a second's work answer 1.2-1.3x
     # as many requests per CPU second as batches of half a second's
     max_queue_wait_s: float = 1.0
-    timeout_s: float = 30.0
+    # None: twice max_queue_wait_s, so that what the admission misjudges never waits in the
+    # queue ten times the bound (the HTTP reference's p99 at the default bound is 2 s)
+    timeout_s: float | None = None
     drain_s: float = 30.0
 
     def __post_init__(self) -> None:
+        if self.timeout_s is None and isinstance(self.max_queue_wait_s, int | float):
+            object.__setattr__(self, "timeout_s", TIMEOUT_PER_BOUND * self.max_queue_wait_s)
         if not self.max_wait_ms >= 0:
             raise InputError(f"--batch-wait-ms must be non-negative, got {self.max_wait_ms}")
         _positive_int(self.max_batch_tokens, "--batch-tokens")

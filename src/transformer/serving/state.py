@@ -10,6 +10,7 @@ between the two always gets a matching pair.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 
 from fastapi import Request
@@ -79,6 +80,29 @@ class ServerState:
         if not waits or any(wait is None for wait in waits):
             return None
         return min(waits)
+
+    def refused_unparsed(self, path: str, body: bytes, waited_s: float) -> tuple[str, float] | None:
+        """For a ``/v1/translate`` or ``/v1/classify`` body: (its model, seconds to retry
+        after) when that model's queue would refuse it now, read from the JSON alone (its model
+        and its texts, counted as the route counts them), else None (anything the route itself
+        should answer: not JSON, no such model, a text not a string, past a limit). Refusing
+        here costs a burst's excess a JSON parse and a tokenization, not the whole route."""
+        if path not in ("/v1/translate", "/v1/classify"):
+            return None
+        try:
+            found = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(found, dict) or not isinstance(found.get("model"), str):
+            return None
+        model, texts = self.served.get(found["model"]), found.get("texts")
+        batcher = self.batchers.get(found["model"])
+        if model is None or batcher is None or not isinstance(texts, list) or not texts \
+                or len(texts) > self.settings.limits.max_texts \
+                or not all(isinstance(t, str) and len(t) <= self.settings.limits.max_chars for t in texts):
+            return None
+        wait = batcher.full(model.count_tokens(texts), len(texts), waited_s)
+        return None if wait is None else (model.name, wait)
 
     def queues(self) -> dict[str, tuple[int, int]]:
         """Per model: (requests, source tokens) waiting now."""

@@ -91,7 +91,7 @@ async def translate_stream(req: TranslateRequest, request: Request) -> Streaming
         work = functools.partial(plan.translate, translator, a, b, options=options, source_prefix=tag,
                                  **how)
         return await queued(request, model, None, tokens=model.count_tokens(plan.units[a:b]),
-                            timeout_ms=req.timeout_ms, call=work, gone=gone)
+                            timeout_ms=req.timeout_ms, call=work, gone=gone, texts=b - a)
 
     tokens: asyncio.Queue[Any] | None = None
     try:  # before the answer starts: its refusals are the ordinary ones
