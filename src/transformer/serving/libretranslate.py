@@ -239,10 +239,12 @@ async def _translated(request: Request, model: ServedModel, route: Route, texts:
         src_lang, tgt_lang = langs if langs is not None else (None, None)
         work = html_call(model, texts, html, options=options, tag=tag, src_lang=src_lang,
                          tgt_lang=tgt_lang)
-        found = await queued(request, model, None, tokens=tokens, timeout_ms=None, call=work)
+        found = await queued(request, model, None, tokens=tokens, timeout_ms=None, call=work,
+                             texts=len(texts))
     else:
         payload = (texts, options, True, [""] * len(texts), tag, None)
-        found = await queued(request, model, payload, tokens=tokens, timeout_ms=None)
+        found = await queued(request, model, payload, tokens=tokens, timeout_ms=None,
+                             texts=len(texts))
     state.metrics.sentences[model.name] += len(texts)
     return found
 
