@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+META = "\u2581"  # SentencePiece's visible space
 NBEST = 32  # segmentations kept per word (Kudo 2018 samples among the 64 best; most words have fewer)
 
 
@@ -83,3 +84,32 @@ class SegmentationSampler:
                 ids.extend(segmentations[min(pick, len(segmentations) - 1)])
             out.append(ids)
         return out
+
+
+def model_type(serialized: bytes) -> str:
+    """``unigram``, ``bpe``, ``word`` or ``char``: what a serialized SentencePiece model is."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(serialized)
+    return sentencepiece_model_pb2.TrainerSpec.ModelType.Name(proto.trainer_spec.model_type).lower()
+
+
+def sample_encodings(tokenizer: Any, sampler: SegmentationSampler, texts: Sequence[str], *,
+                     alpha: float, seed: int) -> list[list[int]]:
+    """Sampled encodings of ``texts`` by ``tokenizer`` (a unigram
+    :class:`~transformer.data.tokenizer.Tokenizer`; ValueError for BPE, whose dropout has no
+    seedable sampler here): each word's segmentation drawn among its best ones with probability
+    proportional to ``p(segmentation) ** alpha`` from a generator of ``seed`` alone, so the
+    same seed gives the same ids in any process. A text holding U+2581 is encoded as
+    ``tokenizer.encode`` does."""
+    kind = model_type(tokenizer.to_bytes())
+    if kind != "unigram":
+        raise ValueError(f"subword sampling draws a unigram tokenizer's segmentations; this one "
+                         f"is {kind}")
+    texts = list(texts)
+    out = sampler.sample(texts, alpha=alpha, seed=seed)
+    for i, text in enumerate(texts):
+        if META in text:
+            out[i] = tokenizer.encode(text)
+    return out

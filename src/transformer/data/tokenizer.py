@@ -194,34 +194,13 @@ class Tokenizer:
         return out
 
     def sample_batch(self, texts: Sequence[str], *, alpha: float, seed: int) -> list[list[int]]:
-        """Sampled encodings of ``texts`` (subword regularization, Kudo 2018): each word's
-        segmentation drawn among its best ones with probability proportional to
-        ``p(segmentation) ** alpha``, from a generator of ``seed`` alone
-        (:mod:`transformer.data.subword_sampling`), so the same seed gives the same ids in any
-        process. A unigram tokenizer only (ValueError for BPE: BPE-dropout has no seedable
-        sampler here). A text holding U+2581 is encoded as :meth:`encode` does."""
-        from transformer.data.subword_sampling import SegmentationSampler
+        """Sampled encodings of ``texts`` (subword regularization), the same ids for the same
+        seed in any process: :func:`transformer.data.subword_sampling.sample_encodings`."""
+        from transformer.data.subword_sampling import SegmentationSampler, sample_encodings
 
-        if self.model_type != "unigram":
-            raise ValueError(f"subword sampling draws a unigram tokenizer's segmentations; this "
-                             f"one is {self.model_type}")
         if self._sampler is None:
             self._sampler = SegmentationSampler(self._sp)
-        texts = list(texts)
-        out = self._sampler.sample(texts, alpha=alpha, seed=seed)
-        for i, text in enumerate(texts):
-            if _META in text:
-                out[i] = self.encode(text)
-        return out
-
-    @property
-    def model_type(self) -> str:
-        """``unigram``, ``bpe``, ``word`` or ``char``: what the SentencePiece model is."""
-        from sentencepiece import sentencepiece_model_pb2
-
-        proto = sentencepiece_model_pb2.ModelProto()
-        proto.ParseFromString(self._proto)
-        return sentencepiece_model_pb2.TrainerSpec.ModelType.Name(proto.trainer_spec.model_type).lower()
+        return sample_encodings(self, self._sampler, texts, alpha=alpha, seed=seed)
 
     def _sp_encode(self, text: str | list[str]) -> Any:
         try:
