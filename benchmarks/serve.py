@@ -44,6 +44,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -246,27 +247,13 @@ def write(out: Path, found: dict) -> None:
     print(f"wrote {out}")
 
 
-def overload(args: argparse.Namespace, sentences: list[str], core: str | None, extra: list[str]) -> None:
+def _served_run(args: argparse.Namespace, run: Any, sentences: list[str], core: str | None,
+                extra: list[str]) -> tuple[dict, int]:
+    """``run(url, pid, sentences, args)`` against a server of its own (batching on), the
+    server's shedding metrics added; the figures and the server's exit status after SIGTERM."""
     proc, url = start_server(args.model, batching=True, core=core, extra=extra)
     try:
-        found = run_overload(url, proc.pid, sentences, args)
-        metrics = httpx.get(url + "/metrics").text
-        found["server_metrics"] = [line for line in metrics.splitlines()
-                                   if line.startswith(("transformer_shed", "transformer_batch_requests_count",
-                                                       "transformer_requests_unanswered"))]
-    finally:
-        proc.terminate()
-        found_status = proc.wait(timeout=120)
-    print("\n".join(found["server_metrics"]))
-    print(f"server exit status after SIGTERM: {found_status}")
-    write(args.out or OVERLOAD_RESULTS, {"model": args.model, "server_flags": extra, "server_core": core,
-                                         "exit_status": found_status, **found})
-
-
-def burst_mode(args: argparse.Namespace, sentences: list[str], core: str | None, extra: list[str]) -> None:
-    proc, url = start_server(args.model, batching=True, core=core, extra=extra)
-    try:
-        found = run_burst(url, proc.pid, sentences, args)
+        found = run(url, proc.pid, sentences, args)
         metrics = httpx.get(url + "/metrics").text
         found["server_metrics"] = [line for line in metrics.splitlines()
                                    if line.startswith(("transformer_shed", "transformer_batch_requests_count",
@@ -275,9 +262,20 @@ def burst_mode(args: argparse.Namespace, sentences: list[str], core: str | None,
         proc.terminate()
         status = proc.wait(timeout=120)
     print("\n".join(found["server_metrics"]))
+    return found, status
+
+
+def overload(args: argparse.Namespace, sentences: list[str], core: str | None, extra: list[str]) -> None:
+    found, status = _served_run(args, run_overload, sentences, core, extra)
+    print(f"server exit status after SIGTERM: {status}")
+    write(args.out or OVERLOAD_RESULTS, {"model": args.model, "server_flags": extra, "server_core": core,
+                                         "exit_status": status, **found})
+
+
+def burst_mode(args: argparse.Namespace, sentences: list[str], core: str | None, extra: list[str]) -> None:
+    found, status = _served_run(args, run_burst, sentences, core, extra)
     write(args.out or BURST_RESULTS, {"model": args.model, "server_flags": extra, "server_core": core,
                                       "client_core": args.client_core, "exit_status": status, **found})
-
 
 if __name__ == "__main__":
     main()
