@@ -236,8 +236,7 @@ class CTranslate2Translator(Translator):
                 self.fallbacks.add(unmapped)
                 log.info("engine: ours for %s (CTranslate2 is not given them%s)", ", ".join(unmapped),
                          " where log-probabilities are wanted" if not _unsupported(opt, False) else "")
-            return ours(sources, prefixes=prefixes, constraints=constraints,
-                        **({"on_token": on_token} if on_token is not None else {}))
+            return ours(sources, prefixes=prefixes, constraints=constraints, on_token=on_token)
         config = self.config
         limits = length_limits(sources, opt, pad_id=config.pad_id, model_max_len=config.max_len,
                                prefixes=prefixes)

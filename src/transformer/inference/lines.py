@@ -113,8 +113,7 @@ class LinePlan:
                                     keys=self.keys[part],
                                     constraints=self.phrases[part] if self.constrained else None,
                                     source_prefix=source_prefix, log_probs=log_probs,
-                                    progress=progress,
-                                    **({"on_token": on_token} if on_token is not None else {}))
+                                    progress=progress, on_token=on_token)
 
     def assemble(self, translator: Translator, found: Sequence[Translation], *,
                  tgt_lang: str | None = None,

@@ -306,8 +306,8 @@ class Translator:
                 found = self._decode([sources[i] for i in chunk], opt, prefixes=[prefixes[i] for i in chunk],
                                      keys=[keys[i] for i in chunk], seed=seed, log_probs=log_probs,
                                      forbid=forbid,
-                                     **({"constraints": phrases} if phrases and any(phrases) else {}),
-                                     **({"on_token": on_token} if on_token is not None else {}))
+                                     on_token=on_token,
+                                     **({"constraints": phrases} if phrases and any(phrases) else {}))
                 for i, candidates in zip(chunk, found, strict=True):
                     out[i] = candidates
                 if bar is not None:
@@ -333,13 +333,15 @@ class Translator:
         src = pad_rows(sources, pad_id=self.config.pad_id).to(self.device)  # (B, S)
         kw = dict(bos_id=self.bos_id, eos_id=self.eos_id, options=opt, decoder=self.decoder,
                   precision=self.precision, prefixes=prefixes if any(prefixes) else None,
-                  forbid=forbid, **({"on_token": on_token} if on_token is not None else {}))
+                  forbid=forbid)
         if opt.sampling:
-            return sample_decode(self.model, src, seed=seed, keys=keys, **kw)
+            return sample_decode(self.model, src, seed=seed, keys=keys, on_token=on_token, **kw)
         if opt.beam_size == 1 and opt.nbest is None and constraints is None:
             if not log_probs:
-                return [[Hypothesis(ids, 0.0, 0.0, 0)] for ids in greedy_decode(self.model, src, **kw)]  # type: ignore[union-attr]
-            return [[found] for found in greedy_decode(self.model, src, hypotheses=True, **kw)]
+                return [[Hypothesis(ids, 0.0, 0.0, 0)]  # type: ignore[union-attr]
+                        for ids in greedy_decode(self.model, src, on_token=on_token, **kw)]
+            return [[found] for found in greedy_decode(self.model, src, hypotheses=True,
+                                                       on_token=on_token, **kw)]
         return beam_search(self.model, src, hypotheses=True, constraints=constraints,  # type: ignore[return-value]
                            word_tails=self._word_tails() if constraints is not None else None, **kw)
 
