@@ -19,6 +19,7 @@ from transformer import ModelConfig, Transformer, TransformerClassifier
 from transformer.errors import InputError
 from transformer.model_dir import (
     build_model,
+    header_shapes,
     load_model_dir,
     load_tokenizer_dir,
     load_weights,
@@ -77,6 +78,47 @@ def test_unreadable_weights_say_what_safetensors_says(tmp_path, number_tokenizer
         safe_open(str(path), framework="pt")
     reason = str(err.value).splitlines()[0]
     assert message(load_weights, model, path) == f"{path}: not a readable safetensors file ({reason})"
+
+
+def test_the_header_read_in_plain_python_is_what_safetensors_reads(tmp_path, monkeypatch):
+    import transformer.model_dir.weights as weights_module
+
+    tensors = {"a": torch.zeros(3, 4), "b": torch.ones(5, dtype=torch.bfloat16),
+               "c": torch.arange(6, dtype=torch.int64).reshape(1, 2, 3), "d": torch.zeros(0, 2),
+               "e": torch.tensor(1.5)}
+    path = tmp_path / "w.safetensors"
+    save_file(tensors, str(path), metadata={"format": "pt"})
+    with safe_open(str(path), framework="pt") as f:
+        theirs = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
+    monkeypatch.setattr(weights_module, "safe_open", None)  # the plain reader alone
+    assert header_shapes(path) == theirs == {name: tuple(t.shape) for name, t in tensors.items()}
+
+
+def _rewrite_header(path, change):
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header = change(json.loads(raw[8:8 + size]))
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + size:])
+
+
+@pytest.mark.parametrize("change", [
+    lambda h: {**h, "a": {**h["a"], "data_offsets": [8, 56]}},  # a gap before "a"
+    lambda h: {**h, "a": {**h["a"], "shape": [3, 5]}},  # bytes that do not fit the shape
+    lambda h: {**h, "a": {**h["a"], "dtype": "F99"}},
+    lambda h: {**h, "__metadata__": {"format": 1}},
+    lambda h: json.dumps(h)[:-1].encode() + b', "a": {}}',  # a name twice
+    lambda h: [h],
+], ids=["gap", "shape", "dtype", "metadata", "repeated", "not-an-object"])
+def test_a_header_the_plain_reader_refuses_gets_safetensors_own_words(tmp_path, change):
+    path = tmp_path / "w.safetensors"
+    save_file({"a": torch.zeros(3, 4), "b": torch.ones(2)}, str(path))
+    _rewrite_header(path, change)
+    with pytest.raises(SafetensorError) as err:
+        safe_open(str(path), framework="pt")
+    with pytest.raises(InputError) as ours:
+        header_shapes(path)
+    assert str(ours.value) == f"{path}: not a readable safetensors file ({str(err.value).splitlines()[0]})"
 
 
 def test_a_missing_tensor_is_named(tmp_path, number_tokenizer):

@@ -32,14 +32,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from transformer.errors import InputError
 from transformer.hardware import VNNI_FLAGS, cpu_flags
 from transformer.model_dir.output import write_new_dir
 
-# PyTorch and our model where a model is converted: a conversion already cached needs neither
+# PyTorch, numpy and our model where a model is converted: a conversion already cached needs none
 if TYPE_CHECKING:
+    import numpy as np
     import torch
     from torch import nn
 
@@ -243,6 +242,7 @@ def _quantize_int8(spec: Any, *, int8_max: int, quantization: str) -> None:
     """CTranslate2's int8 quantization of ``spec`` (per output row, round to nearest), each row
     scaled to ``int8_max`` instead of 127; the variables left in floating point are cast as
     ``spec.optimize(quantization)`` casts them."""
+    import numpy as np
     from ctranslate2.specs import model_spec
 
     cast = {"int8_float16": "float16", "int8_bfloat16": "bfloat16"}.get(quantization, "float32")

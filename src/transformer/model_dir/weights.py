@@ -14,6 +14,8 @@ seconds at every start.)
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -128,15 +130,70 @@ def _presence_field(name: str) -> str | None:
 def header_shapes(path: Path | str) -> dict[str, tuple[int, ...]]:
     """Tensor name -> shape, from the file's header only; InputError when missing or unreadable.
     (safetensors checks that the header's offsets cover the file exactly, so a header cannot
-    claim more data than the file holds.)"""
+    claim more data than the file holds.) A well-formed header is read here, in plain Python
+    (safetensors' reader needs numpy: a tenth of a second at every start); anything else is
+    left to safetensors, whose own words the error carries."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: missing weights file")
+    shapes = _plain_header(path)
+    if shapes is not None:
+        return shapes
     try:
-        with safe_open(str(path), framework="numpy") as f:  # shapes only: no PyTorch
+        with safe_open(str(path), framework="numpy") as f:
             return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
     except Exception as err:  # safetensors raises its own error types for a bad header
         raise InputError(f"{path}: not a readable safetensors file ({first_line(err)})") from None
+
+
+# bytes per element of safetensors' dtypes
+_ITEM_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2,
+               "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+_MAX_HEADER = 100_000_000  # safetensors' own bound
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object, refused (ValueError) where a name repeats."""
+    if len({name for name, _ in pairs}) != len(pairs):
+        raise ValueError("a name repeats")
+    return dict(pairs)
+
+
+def _plain_header(path: Path) -> dict[str, tuple[int, ...]] | None:
+    """The shapes of a header that holds what safetensors would accept (an 8-byte length, a JSON
+    object of tensors whose byte ranges, in order, tile the data exactly and fit their dtype and
+    shape), or None for anything else."""
+    with path.open("rb") as f:
+        head = f.read(8)
+        size = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 0 < size <= min(_MAX_HEADER, path.stat().st_size - 8):
+            return None
+        try:
+            header = json.loads(f.read(size), object_pairs_hook=_unique)
+        except (UnicodeDecodeError, ValueError):
+            return None
+    meta = header.get("__metadata__", {}) if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        return None
+    data = path.stat().st_size - 8 - size
+    spans, shapes = [], {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            shape, (start, end), item = entry["shape"], entry["data_offsets"], _ITEM_BYTES[entry["dtype"]]
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not (all(type(n) is int and n >= 0 for n in (*shape, start, end))
+                and end - start == math.prod(shape) * item):
+            return None
+        spans.append((start, end))
+        shapes[name] = tuple(shape)
+    spans.sort()
+    ends = [0] + [end for _, end in spans]
+    if any(start != ends[k] for k, (start, _) in enumerate(spans)) or ends[-1] != data:
+        return None
+    return shapes
 
 
 def check_weights(model: nn.Module, path: Path | str, *, against: str = "config.json") -> None:
