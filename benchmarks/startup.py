@@ -42,10 +42,18 @@ def commands(model: Path | None) -> dict[str, list[str]]:
     return out
 
 
+def child_env() -> dict[str, str]:
+    """The timed processes' environment: one OpenMP thread, and bytecode written (the warm-up
+    run writes it, as a user's first run does; PYTHONDONTWRITEBYTECODE would have every timed
+    start compile our modules from source)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def run(command: list[str]) -> tuple[float, bool]:
     began = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=child_env())
     seconds = time.perf_counter() - began
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[-4:])} failed:\n{done.stderr[-2000:]}")
