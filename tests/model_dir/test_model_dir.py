@@ -106,10 +106,11 @@ def _rewrite_header(path, change):
     lambda h: {**h, "a": {**h["a"], "data_offsets": [8, 56]}},  # a gap before "a"
     lambda h: {**h, "a": {**h["a"], "shape": [3, 5]}},  # bytes that do not fit the shape
     lambda h: {**h, "a": {**h["a"], "dtype": "F99"}},
+    lambda h: {**h, "a": {**h["a"], "shape": 12}},
     lambda h: {**h, "__metadata__": {"format": 1}},
     lambda h: json.dumps(h)[:-1].encode() + b', "a": {}}',  # a name twice
     lambda h: [h],
-], ids=["gap", "shape", "dtype", "metadata", "repeated", "not-an-object"])
+], ids=["gap", "shape", "dtype", "shape-not-a-list", "metadata", "repeated", "not-an-object"])
 def test_a_header_the_plain_reader_refuses_gets_safetensors_own_words(tmp_path, change):
     path = tmp_path / "w.safetensors"
     save_file({"a": torch.zeros(3, 4), "b": torch.ones(2)}, str(path))

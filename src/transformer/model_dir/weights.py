@@ -163,10 +163,11 @@ def _plain_header(path: Path) -> dict[str, tuple[int, ...]] | None:
     """The shapes of a header that holds what safetensors would accept (an 8-byte length, a JSON
     object of tensors whose byte ranges, in order, tile the data exactly and fit their dtype and
     shape), or None for anything else."""
+    total = path.stat().st_size
     with path.open("rb") as f:
         head = f.read(8)
         size = int.from_bytes(head, "little") if len(head) == 8 else -1
-        if not 0 < size <= min(_MAX_HEADER, path.stat().st_size - 8):
+        if not 0 < size <= min(_MAX_HEADER, total - 8):
             return None
         try:
             header = json.loads(f.read(size), object_pairs_hook=_unique)
@@ -175,7 +176,7 @@ def _plain_header(path: Path) -> dict[str, tuple[int, ...]] | None:
     meta = header.get("__metadata__", {}) if isinstance(header, dict) else None
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         return None
-    data = path.stat().st_size - 8 - size
+    data = total - 8 - size
     spans, shapes = [], {}
     for name, entry in header.items():
         if name == "__metadata__":
@@ -184,7 +185,7 @@ def _plain_header(path: Path) -> dict[str, tuple[int, ...]] | None:
             shape, (start, end), item = entry["shape"], entry["data_offsets"], _ITEM_BYTES[entry["dtype"]]
         except (KeyError, TypeError, ValueError):
             return None
-        if not (all(type(n) is int and n >= 0 for n in (*shape, start, end))
+        if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in (*shape, start, end))
                 and end - start == math.prod(shape) * item):
             return None
         spans.append((start, end))
