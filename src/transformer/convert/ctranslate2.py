@@ -51,6 +51,8 @@ QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16", "int8_f
                  "int8_bfloat16")
 # ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) values that leave oneDNN without VNNI instructions
 ONEDNN_ISAS_WITHOUT_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
+# MKL_ENABLE_INSTRUCTIONS values that leave MKL without VNNI (AVX2_E1 and AVX512_E1 on have it)
+MKL_ISAS_WITHOUT_VNNI = ("SSE4_2", "AVX", "AVX2", "AVX512")
 INT8_CAVEAT = ("int8 CTranslate2 models decoded on this CPU lose accuracy: CTranslate2's default "
                "int8 GEMM here, oneDNN's u8s8 kernel, saturates without VNNI; export with "
                "--int8-max 63 (7-bit weights) or set CT2_USE_MKL=1 when decoding to avoid it")
@@ -76,6 +78,9 @@ def onednn_int8_saturates(environ: Mapping[str, str] | None = None) -> bool:
 
     CTranslate2 uses Intel MKL on GenuineIntel CPUs and oneDNN elsewhere unless ``CT2_USE_MKL``
     says otherwise; oneDNN picks its kernel from the CPU's flags, capped by ``ONEDNN_MAX_CPU_ISA``.
+    MKL saturates the same way on an Intel CPU where it runs without VNNI, capped by
+    ``MKL_ENABLE_INSTRUCTIONS`` (measured on an AVX512-VNNI Xeon: AVX2 or AVX512 saturate, the
+    uncapped kernel does not), and not on AMD (measured at AVX2 on an EPYC).
     ``CT2_FORCE_CPU_ISA`` does not count: it selects CTranslate2's own kernels, not oneDNN's
     (forcing AVX2 on an AVX512-VNNI machine leaves the int8 error as it was). A CPU this cannot
     read (no /proc/cpuinfo) counts as fine.
@@ -86,9 +91,14 @@ def onednn_int8_saturates(environ: Mapping[str, str] | None = None) -> bool:
         return False
     use_mkl = env.get("CT2_USE_MKL", "").strip().lower()
     if use_mkl in ("1", "true", "yes", "on") or (not use_mkl and vendor == "GenuineIntel"):
-        return False
-    cap = (env.get("ONEDNN_MAX_CPU_ISA") or env.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
-    return cap in ONEDNN_ISAS_WITHOUT_VNNI or not any(f in cpu_flags() for f in VNNI_FLAGS)
+        if vendor != "GenuineIntel":
+            return False  # MKL elsewhere does not saturate (measured at AVX2 on an AMD EPYC)
+        cap = env.get("MKL_ENABLE_INSTRUCTIONS", "").strip().upper()
+        without_vnni = MKL_ISAS_WITHOUT_VNNI
+    else:
+        cap = (env.get("ONEDNN_MAX_CPU_ISA") or env.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
+        without_vnni = ONEDNN_ISAS_WITHOUT_VNNI
+    return cap in without_vnni or not any(f in cpu_flags() for f in VNNI_FLAGS)
 
 
 def int8_max_for_this_cpu() -> int:
