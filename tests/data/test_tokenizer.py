@@ -113,6 +113,25 @@ def test_literal_space_symbol_is_not_a_space(joint: Tokenizer) -> None:
     assert joint.pieces("a\u2581b")[-4:-1] == ["<0xE2>", "<0x96>", "<0x81>"]
 
 
+def test_encode_keeps_recent_texts_ids(monkeypatch) -> None:
+    """A text asked for again is not encoded again (a line is checked, fitted to the model and
+    translated), its ids are a fresh list each time, and the kept texts stay bounded."""
+    from transformer.data import tokenizer as module
+
+    tok = Tokenizer.train(EN, vocab_size=300)
+    calls: list[str] = []
+    real = tok._sp_encode
+    monkeypatch.setattr(tok, "_sp_encode", lambda text: calls.append(text) or real(text))
+    first = tok.encode("a dog runs")
+    first.append(99)
+    assert tok.encode("a dog runs") == real("a dog runs") and calls == ["a dog runs"]
+    assert tok.encode("a\u2581b") == tok.encode("a\u2581b") and len(calls) == 2
+    monkeypatch.setattr(module, "MEMO_TEXTS", 3)
+    for text in ("one", "two", "three", "four"):
+        tok.encode(text)
+    assert len(tok._memo) <= 3
+
+
 def test_training_writes_no_files(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     Tokenizer.train(iter(EN), vocab_size=300)

@@ -49,6 +49,7 @@ EOS_ID = 3
 SPECIAL_IDS = frozenset((PAD_ID, UNK_ID, BOS_ID, EOS_ID))
 SPECIAL_PIECES = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 MODEL_TYPES = ("bpe", "unigram", "char", "word")
+MEMO_TEXTS = 4096  # texts whose ids encode keeps (a file window is 2,048 lines)
 
 _META = "\u2581"  # SentencePiece's visible space
 _SENTINELS = tuple(chr(c) for c in range(0xF0000, 0xF0010))  # private use, 4 UTF-8 bytes each
@@ -81,6 +82,7 @@ class Tokenizer:
             )
         self._sp = processor
         self._sampler: Any = None  # a SegmentationSampler, made on the first sample_batch
+        self._memo: dict[str, tuple[int, ...]] = {}  # text -> ids, the last MEMO_TEXTS (encode)
         self._proto = bytes(model_proto)
         self._init_byte_ids()
 
@@ -178,10 +180,14 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``, without BOS or EOS. ValueError for a string that is not valid
-        Unicode (a lone surrogate, as ``errors="surrogateescape"`` makes)."""
-        if _META in text and self._byte_ids:
-            return self._encode_with_meta(text)
-        return self._sp_encode(text)
+        Unicode (a lone surrogate, as ``errors="surrogateescape"`` makes). The last few thousand
+        texts' ids are kept: a line checked, fitted and translated is encoded once."""
+        if (ids := self._memo.get(text) if isinstance(text, str) else None) is None:
+            ids = self._encode_with_meta(text) if _META in text and self._byte_ids else self._sp_encode(text)
+            if len(self._memo) >= MEMO_TEXTS:
+                self._memo.clear()
+            self._memo[text] = ids = tuple(ids)
+        return list(ids)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """:meth:`encode` for many texts at once (SentencePiece's C++ loop: much faster)."""
@@ -262,8 +268,7 @@ class Tokenizer:
 
     def id_to_piece(self, i: int) -> str:
         """The piece string of id ``i`` (``▁`` marks a leading space; ``<0xE2>`` is a byte)."""
-        (i,) = checked_ids([i], self.vocab_size)
-        return self._sp.id_to_piece(i)
+        return self._sp.id_to_piece(checked_ids([i], self.vocab_size)[0])
 
     def piece_to_id(self, piece: str) -> int:
         """The id of ``piece``, or UNK_ID when it is not in the vocabulary."""
