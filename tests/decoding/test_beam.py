@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from transformer import ModelConfig
+from transformer.config.decoding import length_limit
 from transformer.decoding import beam_search, greedy_decode
 from transformer.decoding.beam import gnmt_penalty, top_candidates, vocabulary_chunk
 from transformer.model import DecoderCache
@@ -247,9 +248,11 @@ class Recording(nn.Module):
 def test_length_limits_and_min_len(copy_model, sources):
     src = sources(5, 8)
     kw = dict(bos_id=BOS, eos_id=EOS, beam_size=3)
-    limited = beam_search(copy_model, src, max_len=20, max_len_a=0.5, max_len_b=1, **kw)
-    for row, ids in zip(src, limited, strict=True):
-        assert len(ids) <= int(0.5 * int((row != PAD).sum()) + 1)
+    limited = beam_search(copy_model, src, max_len=20, max_len_a=3.0, max_len_b=-15, **kw)
+    limits = [min(length_limit(int((row != PAD).sum()), 3.0, -15), 20) for row in src]
+    assert set(limits) == {0, 16}  # 0: below 1, so 1
+    for ids, limit in zip(limited, limits, strict=True):
+        assert len(ids) <= max(limit, 1)
     assert all(len(ids) == 4 for ids in beam_search(copy_model, src, max_len=4, min_len=4, **kw))
     assert all(len(ids) >= 10 for ids in beam_search(copy_model, src, max_len=20, min_len=10, **kw))
 

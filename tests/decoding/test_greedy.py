@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from transformer.config.decoding import length_limit
 from transformer.decoding import greedy_decode
 
 PAD, BOS, EOS = 0, 2, 3
@@ -69,12 +70,13 @@ def test_absolute_max_len_truncates(copy_model, sources):
 
 def test_max_len_from_source_length(copy_model, sources):
     src = sources(4, 12)
-    a, b = 0.5, 1
-    full = greedy_decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=20)
-    limited = greedy_decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=20, max_len_a=a, max_len_b=b)
-    for row, ids_full, ids in zip(src, full, limited, strict=True):
-        limit = int(a * int((row != PAD).sum()) + b)
-        assert ids == ids_full[:limit]
+    a, b = 4.0, -10  # limits -6 to 22 for lengths 1 to 8: rounded up to 0 (so 1), 16 and 32 (cut to 30)
+    full = greedy_decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=30)
+    limited = greedy_decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=30, max_len_a=a, max_len_b=b)
+    limits = [min(length_limit(int((row != PAD).sum()), a, b), 30) for row in src]
+    assert set(limits) == {0, 16, 30}
+    for ids_full, ids, limit in zip(full, limited, limits, strict=True):
+        assert ids == ids_full[:max(limit, 1)]
     capped = greedy_decode(copy_model, src, bos_id=BOS, eos_id=EOS, max_len=2, max_len_a=a, max_len_b=b)
     assert capped == [ids[:2] for ids in limited]
 

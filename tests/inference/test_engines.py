@@ -219,15 +219,20 @@ def test_target_prefixes_run_on_ctranslate2_as_on_ours(converted, trained_dir, t
 
 
 def test_each_sentence_stops_at_its_own_length_limit(ct2_module, trained_dir, test_lines):
-    """max_len_a 0.5, b 1: every sentence of a batch has its own limit, greedy and beam."""
+    """max_len_a 2, b -12: every sentence of a batch has its own limit (1, 16 or 32), greedy and
+    beam."""
+    from transformer.config.decoding import length_limit
+
     for beam in (1, 3):
-        kw = dict(precision="fp32", beam_size=beam, max_len_a=0.5, max_len_b=1)
+        kw = dict(precision="fp32", beam_size=beam, max_len_a=2.0, max_len_b=-12)
         ours = load_translator(trained_dir, engine="torch", **kw)
         theirs = load_translator(trained_dir, engine="ctranslate2", **kw)
         ids = _ids(ours, test_lines.src[:40])
         mine, other = ours.translate_ids(ids), theirs.translate_ids(ids)
-        for source, hypothesis in zip(ids, other, strict=True):
-            assert len(hypothesis) <= int(0.5 * len(source) + 1)
+        limits = [max(length_limit(len(source), 2.0, -12), 1) for source in ids]
+        assert len(set(limits)) >= 2
+        for hypothesis, limit in zip(other, limits, strict=True):
+            assert len(hypothesis) <= limit
         assert sum(x == y for x, y in zip(mine, other, strict=True)) >= 0.95 * len(ids)
 
 
@@ -413,6 +418,15 @@ def test_constraints_run_on_ours(ct2_module, trained_dir, test_lines):
     got = theirs.translate(test_lines.src[:12], constraints=phrases)
     assert [t.text for t in got] == [t.text for t in ours.translate(test_lines.src[:12], constraints=phrases)]
     assert all("hundert" in t.text for t, own in zip(got, phrases, strict=True) if own)
+
+
+def test_length_limit_rounds_up_to_its_step():
+    """floor(a * n + b), then up to a multiple of 16: sentences of similar length share a limit."""
+    from transformer.config.decoding import MAX_LEN_STEP, length_limit
+
+    assert MAX_LEN_STEP == 16
+    assert [length_limit(n, 1.5, 10) for n in (0, 3, 4, 14, 15, 25)] == [16, 16, 16, 32, 32, 48]
+    assert [length_limit(0, 0.0, b) for b in (-3, 0, 1, 16, 17)] == [0, 0, 16, 16, 32]
 
 
 def test_length_limits_equal_the_decoders_own():

@@ -11,6 +11,8 @@ import math
 import torch
 from torch import Tensor
 
+from transformer.config.decoding import MAX_LEN_STEP
+
 
 def check_source(src: Tensor) -> None:
     """``src`` must be a (B, S) tensor of integer token ids with S >= 1."""
@@ -38,7 +40,9 @@ def output_limits(
     """The most tokens each row may produce, EOS included: (B,) long.
 
     ``max_len`` is an absolute cap (None: the model's ``max_len``). With ``max_len_a``, each row is
-    also capped at ``floor(a * source_length + b)``, where the source length counts non-pad
+    also capped at ``floor(a * source_length + b)`` rounded up to a multiple of
+    :data:`~transformer.config.decoding.MAX_LEN_STEP`
+    (:func:`~transformer.config.decoding.length_limit`), where the source length counts non-pad
     tokens. No row goes beyond the model's ``max_len`` (the positions it can encode) or below 1.
     """
     if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1):
@@ -50,6 +54,7 @@ def output_limits(
         return torch.full((src.size(0),), cap, dtype=torch.long, device=src.device)
     src_len = (src != pad_id).sum(dim=1)  # (B,)
     limits = torch.floor(src_len.double() * max_len_a + max_len_b).long()  # (B,)
+    limits = -torch.div(-limits, MAX_LEN_STEP, rounding_mode="floor") * MAX_LEN_STEP
     return limits.clamp(min=1, max=cap)
 
 

@@ -27,12 +27,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from transformer.config.choices import ENGINES
-from transformer.config.decoding import DecodeOptions
+from transformer.config.decoding import DecodeOptions, length_limit
 from transformer.decoding.hypothesis import Hypothesis
 from transformer.errors import InputError
 from transformer.inference.engine_choice import CT2_COMPUTE_TYPES, CTRANSLATE2, TORCH, auto_engine
@@ -55,6 +54,9 @@ MAPPED_OPTIONS = frozenset({"beam_size", "length_penalty", "nbest", "max_len_a",
 # renormalises after its logits processors, where ours (as Hugging Face's) keeps the model's own
 # log-probabilities and ranks beams by them, so its beams and its scores differ from ours there
 GREEDY_TEXT_OPTIONS = frozenset({"repetition_penalty", "no_repeat_ngram", "min_length", "forbid"})
+# batches of ``batch_size`` sentences in one CTranslate2 call (a file's window is 2,048 lines: two
+# calls of 16 batches each at the default batch size)
+CALL_BATCHES = 16
 
 
 def check_engine(engine: str) -> None:
@@ -104,7 +106,7 @@ def length_limits(sources: list[list[int]], options: DecodeOptions, *, pad_id: i
         limits = [cap] * len(sources)
     else:
         a, b = float(options.max_len_a), options.max_len_b
-        limits = [max(min(max(math.floor(sum(i != pad_id for i in ids) * a + b), 1), cap), least)
+        limits = [max(min(max(length_limit(sum(i != pad_id for i in ids), a, b), 1), cap), least)
                   for ids in sources]
     if prefixes is None or not any(prefixes):
         return limits
@@ -219,6 +221,18 @@ class CTranslate2Translator(Translator):
                    options=options or loaded.record.decode_options(), batch_size=batch_size,
                    precision=precision)
 
+    def _call_size(self, opt: DecodeOptions, *, log_probs: bool,
+                   constraints: list[list[list[int]]] | None,
+                   on_token: Callable[[int], None] | None) -> int:
+        """Where CTranslate2 decodes the whole call, :data:`CALL_BATCHES` batches a call: it sorts
+        and batches them itself (``max_batch_size``), in C++, so a call's Python and the calls
+        per length limit are paid once for many batches; ours (an option it is not given,
+        constraints, one sentence's tokens as they come) decodes a batch a call."""
+        if (_unsupported(opt, log_probs) or on_token is not None
+                or (constraints is not None and any(constraints))):
+            return self.batch_size
+        return self.batch_size * CALL_BATCHES
+
     def _decode(self, sources: list[list[int]], opt: DecodeOptions, *, prefixes: list[list[int]],
                 keys: list[object], seed: int, log_probs: bool = True,
                 forbid: list[list[int]] | None = None,
@@ -318,7 +332,8 @@ class CTranslate2Translator(Translator):
         a length penalty, each starting with its target prefix (``starts``, pieces or None):
         ``(ids without EOS, log-probability, ended by EOS)`` each."""
         results = self.ct2.translate_batch(
-            pieces, target_prefix=starts if any(starts) else None, beam_size=beam,
+            pieces, target_prefix=starts if any(starts) else None, max_batch_size=self.batch_size,
+            beam_size=beam,
             num_hypotheses=count, length_penalty=0.0, max_decoding_length=limit,
             min_decoding_length=min(min_decoding_length, limit), max_input_length=0,
             return_scores=scores, return_end_token=True, **steer)

@@ -293,15 +293,16 @@ class Translator:
         forbid = self.forbidden_ids(opt.forbid) if opt.forbid else None
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         out: list[list[Hypothesis]] = [[] for _ in sources]
+        size = self._call_size(opt, log_probs=log_probs, constraints=constraints, on_token=on_token)
         bar = None
-        if progress and len(order) > self.batch_size:
+        if progress and len(order) > size:
             from tqdm import tqdm
 
             bar = tqdm(total=len(order), unit="sentence", desc="translating", leave=False,
                        dynamic_ncols=True)
         try:
-            for start in range(0, len(order), self.batch_size):
-                chunk = order[start : start + self.batch_size]
+            for start in range(0, len(order), size):
+                chunk = order[start : start + size]
                 phrases = None if constraints is None else [constraints[i] for i in chunk]
                 found = self._decode([sources[i] for i in chunk], opt, prefixes=[prefixes[i] for i in chunk],
                                      keys=[keys[i] for i in chunk], seed=seed, log_probs=log_probs,
@@ -316,6 +317,13 @@ class Translator:
             if bar is not None:
                 bar.close()
         return out
+
+    def _call_size(self, opt: DecodeOptions, *, log_probs: bool,
+                   constraints: list[list[list[int]]] | None,
+                   on_token: Callable[[int], None] | None) -> int:
+        """How many sentences (sorted by length) one :meth:`_decode` call is given: ours decodes
+        a batch a call."""
+        return self.batch_size
 
     def _decode(self, sources: list[list[int]], opt: DecodeOptions, *, prefixes: list[list[int]],
                 keys: list[object], seed: int, log_probs: bool = True,
