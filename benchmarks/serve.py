@@ -5,7 +5,9 @@ Two servers of one model directory run side by side, dynamic batching on and off
 other core. For every client count the two are loaded in turn (on, off, on, off, ... for
 ``--rounds``), each for ``--seconds``: every client sends one Multi30k test sentence per request
 (beam 4, the API's default) and sends the next as soon as its answer comes. Reported: sentences/s
-(answers completed within the window), p50 and p99 latency, errors, and the ratio on/off.
+(answers completed within the window), p50 and p99 latency, errors, the ratio on/off, and the
+ratio to the same model's offline ``translate -i`` (beam 4, the servers' core and ``--engine``).
+``--serve-flag=--engine=torch`` compares the servers on our engine.
 
 While ``--bad-at`` clients load a server, one more client sends every kind of bad request (bad
 JSON, wrong types, unknown model, empty list, too many texts, over-long text, oversized body,
@@ -42,6 +44,7 @@ import platform
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -67,7 +70,7 @@ def free_port() -> int:
 def start_server(model: str, *, batching: bool, core: str | None, extra: list[str]) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [sys.executable, "-m", "transformer", "serve", "--model", f"m={model}", "--host", "127.0.0.1",
-           "--port", str(port), "--threads", "1", *(extra if batching else ["--no-batching"])]
+           "--port", str(port), "--threads", "1", *extra, *([] if batching else ["--no-batching"])]
     if core is not None:
         cmd = ["taskset", "-c", core, *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -81,6 +84,27 @@ def start_server(model: str, *, batching: bool, core: str | None, extra: list[st
             time.sleep(0.3)
     proc.kill()
     raise SystemExit(f"the server on port {port} did not start")
+
+
+def offline_rate(model: str, sentences: list[str], *, core: str | None, extra: list[str],
+                 lines: int = 2000) -> float:
+    """Sentences/s of ``transformer translate -i`` on ``lines`` test sentences (the set repeated),
+    beam 4 as the clients ask, one thread on the servers' core, start-up included: what the
+    served rate is compared with. The servers' ``--engine`` is the command's."""
+    engine = next((flag.split("=", 1)[1] if "=" in flag else extra[i + 1]
+                   for i, flag in enumerate(extra) if flag.startswith("--engine")), "auto")
+    with tempfile.TemporaryDirectory() as work:
+        source = Path(work) / "source.txt"
+        source.write_text("\n".join((sentences * (lines // len(sentences) + 1))[:lines]) + "\n", encoding="utf-8")
+        cmd = [sys.executable, "-m", "transformer", "translate", "--model", model, "-i", str(source),
+               "-o", str(Path(work) / "out.txt"), "--threads", "1", "--beam", "4", "--engine", engine,
+               "--no-progress"]
+        cmd = ["taskset", "-c", core, *cmd] if core is not None else cmd
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        subprocess.run(cmd, check=True, capture_output=True, env=env)  # warm: conversion, bytecode
+        began = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+        return lines / (time.perf_counter() - began)
 
 
 def bad_requests() -> list[tuple[bytes, int]]:
@@ -197,6 +221,8 @@ def main() -> None:
     if args.burst:
         burst_mode(args, sentences, core, extra)
         return
+    offline = offline_rate(args.model, sentences, core=core, extra=extra)
+    print(f"offline translate -i: {offline:.1f} sent/s", flush=True)
     servers = {mode: start_server(args.model, batching=mode == "on", core=core, extra=extra) for mode in ("on", "off")}
     rows = []
     try:
@@ -220,8 +246,8 @@ def main() -> None:
             proc.wait(timeout=10)
 
     print()
-    print("| clients | batching on: sent/s | p50 ms | p99 ms | batching off: sent/s | p50 ms | p99 ms | on/off sent/s | errors | bad inputs answered right |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| clients | batching on: sent/s | p50 ms | p99 ms | batching off: sent/s | p50 ms | p99 ms | on/off sent/s | on/offline | errors | bad inputs answered right |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     summary = []
     for clients in args.clients:
         on = [r for r in rows if r["clients"] == clients and r["batching"] == "on"]
@@ -233,11 +259,13 @@ def main() -> None:
         line = {"clients": clients, "on": {k: mean(on, k) for k in ("sentences_per_s", "p50_ms", "p99_ms")},
                 "off": {k: mean(off, k) for k in ("sentences_per_s", "p50_ms", "p99_ms")},
                 "ratio_on_off": ratios, "errors": sum(r["errors"] for r in on + off), "bad": bad_text}
+        line["ratio_on_offline"] = line["on"]["sentences_per_s"] / offline
         summary.append(line)
         print(f"| {clients} | {line['on']['sentences_per_s']:.1f} | {line['on']['p50_ms']:.0f} | {line['on']['p99_ms']:.0f} | "
               f"{line['off']['sentences_per_s']:.1f} | {line['off']['p50_ms']:.0f} | {line['off']['p99_ms']:.0f} | "
-              f"{', '.join(f'{x:.2f}' for x in ratios)} | {line['errors']} | {bad_text} |")
-    write(args.out or RESULTS, {"seconds": args.seconds, "model": args.model, "rows": rows, "summary": summary})
+              f"{', '.join(f'{x:.2f}' for x in ratios)} | {line['ratio_on_offline']:.2f} | {line['errors']} | {bad_text} |")
+    write(args.out or RESULTS, {"seconds": args.seconds, "model": args.model, "server_flags": extra,
+                                "offline_sentences_per_s": offline, "rows": rows, "summary": summary})
 
 
 def write(out: Path, found: dict) -> None:
