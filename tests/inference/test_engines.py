@@ -219,20 +219,49 @@ def test_target_prefixes_run_on_ctranslate2_as_on_ours(converted, trained_dir, t
 
 
 def test_each_sentence_stops_at_its_own_length_limit(ct2_module, trained_dir, test_lines):
-    """max_len_a 2, b -12: every sentence of a batch has its own limit (1, 16 or 32), greedy and
-    beam."""
+    """max_len_a 1, b -15: every sentence of a batch has its own limit (1 or 16, each cutting
+    some translations short), greedy and beam."""
     from transformer.config.decoding import length_limit
 
     for beam in (1, 3):
-        kw = dict(precision="fp32", beam_size=beam, max_len_a=2.0, max_len_b=-12)
+        kw = dict(precision="fp32", beam_size=beam, max_len_a=1.0, max_len_b=-15)
         ours = load_translator(trained_dir, engine="torch", **kw)
         theirs = load_translator(trained_dir, engine="ctranslate2", **kw)
         ids = _ids(ours, test_lines.src[:40])
         mine, other = ours.translate_ids(ids), theirs.translate_ids(ids)
-        limits = [max(length_limit(len(source), 2.0, -12), 1) for source in ids]
-        assert len(set(limits)) >= 2
+        limits = [max(length_limit(len(source), 1.0, -15), 1) for source in ids]
+        for each in set(limits):  # two limits, and translations cut at each
+            assert any(len(h) == each for h, limit in zip(other, limits, strict=True) if limit == each)
+        assert len(set(limits)) == 2
         for hypothesis, limit in zip(other, limits, strict=True):
             assert len(hypothesis) <= limit
+        assert sum(x == y for x, y in zip(mine, other, strict=True)) >= 0.95 * len(ids)
+
+
+def test_ctranslate2_batches_many_batches_a_call(ct2_module, trained_dir, test_lines):
+    """CTranslate2 is handed CALL_BATCHES batches a call and batches them itself
+    (``max_batch_size``): 120 sentences at batch size 4 are a few calls, not 30 or more, and
+    the translations are ours."""
+    from transformer.inference.engines import CALL_BATCHES
+
+    class Counted:
+        def __init__(self, inner):
+            self.inner, self.calls = inner, []
+
+        def translate_batch(self, source, **kw):
+            self.calls.append((len(source), kw["max_batch_size"]))
+            return self.inner.translate_batch(source, **kw)
+
+    for beam in (1, 3):
+        ours = load_translator(trained_dir, engine="torch", precision="fp32", beam_size=beam)
+        theirs = load_translator(trained_dir, engine="ctranslate2", precision="fp32", beam_size=beam,
+                                 batch_size=4)
+        theirs.ct2 = counted = Counted(theirs.ct2)
+        ids = _ids(ours, test_lines.src)
+        mine, other = ours.translate_ids(ids), theirs.translate_ids(ids)
+        assert {size for _, size in counted.calls} == {4}
+        assert max(n for n, _ in counted.calls) > 4 * (CALL_BATCHES // 2)
+        assert len(counted.calls) < len(ids) // 4
         assert sum(x == y for x, y in zip(mine, other, strict=True)) >= 0.95 * len(ids)
 
 

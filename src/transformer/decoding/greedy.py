@@ -61,8 +61,8 @@ def greedy_decode(
     :data:`~transformer.decoding.plan.KERNEL_NAMES`: ``min_len``) replaced: a row produces at
     most ``max_len`` tokens (EOS included; None: the model's ``max_len``), and with ``max_len_a``
     at most ``floor(max_len_a * source_length + max_len_b)`` rounded up to a multiple of 16, the
-    source length counting non-pad tokens. EOS is not allowed before ``min_length`` tokens (useful to force lengths in
-    benchmarks). ``no_repeat_ngram`` and ``repetition_penalty``: Hugging Face's repetition guards
+    source length counting non-pad tokens. EOS is not allowed before ``min_length`` tokens
+    (useful to force lengths in benchmarks). ``no_repeat_ngram`` and ``repetition_penalty``: Hugging Face's repetition guards
     (:mod:`transformer.decoding.guards`). Beam and sampling fields are not read. PAD is never
     produced. Runs in evaluation mode under ``torch.inference_mode``.
 

@@ -159,8 +159,8 @@ def plan(model: Any, src: Tensor, options: DecodeOptions, *,
     as the target tokenizer encodes ``options.forbid``), and, when sampling, ``keys`` (each
     sentence's random stream; default its place) and ``seed``. A limit is at most ``max_len``
     (and the model's positions), ``floor(max_len_a * source tokens + max_len_b)`` rounded up to
-    a multiple of 16 with ``max_len_a``, raised to hold a sentence's prefix and one more token, and ``min_length`` and
-    one more. ValueError for what only the model or the batch can refuse."""
+    a multiple of 16 with ``max_len_a``, raised to hold a sentence's prefix and one more token,
+    and ``min_length`` and one more. ValueError for what only the model or the batch can refuse."""
     check_source(src)
     config, rows = model.config, src.size(0)
     limits = output_limits(src, pad_id=config.pad_id, max_len=options.max_len,
