@@ -18,7 +18,13 @@ import time
 from collections import Counter
 from typing import Any
 
-from serve_overload import Connection, _pct, _watch, closed_loop  # benchmarks/serve_overload.py
+from serve_overload import (  # benchmarks/serve_overload.py
+    TRANSPORT_ERRORS,
+    Connection,
+    _pct,
+    _watch,
+    closed_loop,
+)
 
 WARM_CLIENTS = 32
 
@@ -41,7 +47,7 @@ async def burst(url: str, pid: int, sentences: list[str], *, clients: int, per_r
             start = time.perf_counter()
             try:
                 status, headers = await conn.post("/v1/translate", {"model": "m", "texts": texts, "beam": beam})
-            except (ConnectionError, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            except TRANSPORT_ERRORS:
                 statuses["error"] += 1
                 conn.close()
                 continue

@@ -91,6 +91,10 @@ async def _watch(url: str, pid: int, until: float, out: dict[str, Any]) -> None:
                queued_tokens_max=max((g[2] for g in gauges), default=float("nan")))
 
 
+# what a Connection's request may fail with: the clients count it and open a fresh connection
+TRANSPORT_ERRORS = (ConnectionError, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError)
+
+
 class Connection:
     """One keep-alive HTTP/1.1 connection, one request at a time: a client far lighter than
     httpx's pool (whose own queueing, on a shared core, added seconds the server never saw), so

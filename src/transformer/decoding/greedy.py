@@ -62,9 +62,10 @@ def greedy_decode(
     most ``max_len`` tokens (EOS included; None: the model's ``max_len``), and with ``max_len_a``
     at most ``floor(max_len_a * source_length + max_len_b)`` rounded up to a multiple of 16, the
     source length counting non-pad tokens. EOS is not allowed before ``min_length`` tokens
-    (useful to force lengths in benchmarks). ``no_repeat_ngram`` and ``repetition_penalty``: Hugging Face's repetition guards
-    (:mod:`transformer.decoding.guards`). Beam and sampling fields are not read. PAD is never
-    produced. Runs in evaluation mode under ``torch.inference_mode``.
+    (useful to force lengths in benchmarks). ``no_repeat_ngram`` and ``repetition_penalty``:
+    Hugging Face's repetition guards (:mod:`transformer.decoding.guards`). Beam and sampling
+    fields are not read. PAD is never produced. Runs in evaluation mode under
+    ``torch.inference_mode``.
 
     ``prefixes``: one list of target ids per row that its output starts with (forced, not
     decoded; its limit is raised to hold it and one more token). ``forbid``: token sequences no
